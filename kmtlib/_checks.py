@@ -1,0 +1,113 @@
+"""Input validation shared by every public entry point.
+
+Each check raises with a message that names the argument and what was wrong, so a reader who
+passes a bad tensor learns what to fix instead of getting a silent wrong answer.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+import torch
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+
+def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``; else raise naming the allowed values."""
+    allowed = tuple(choices)
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return ``value`` as an int; reject bools, floats and values below ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_positive_float(name: str, value: object, *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float > 0 (``inf`` only where ``allow_inf``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if value != value or value <= 0 or (value == float("inf") and not allow_inf):
+        bound = "a positive number (or math.inf)" if allow_inf else "a positive finite number"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def check_points(X: object, name: str = "X") -> torch.Tensor:
+    """Check a batch of point sets: a finite float32/float64 tensor of shape (B, n, d)."""
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (B, n, d), got {type(X).__name__}")
+    if X.ndim != 3:
+        hint = f" (for one task use {name}.unsqueeze(0))" if X.ndim == 2 else ""
+        raise ValueError(f"{name} must have shape (B, n, d), got shape {tuple(X.shape)}{hint}")
+    if X.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64, got {X.dtype}")
+    B, n, d = X.shape
+    if B < 1 or n < 1 or d < 1:
+        raise ValueError(f"{name} must have B >= 1 tasks, n >= 1 points and d >= 1 dimensions, got shape {tuple(X.shape)}")
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError(f"{name} contains NaN or inf values")
+    return X
+
+
+def check_k(k: object, n: int, name: str = "k") -> int:
+    """Check a number of clusters against the number of points ``n``."""
+    k = check_int(name, k)
+    if k < 1:
+        raise ValueError(f"{name} must be >= 1, got {k}")
+    if k > n:
+        raise ValueError(f"{name}={k} clusters exceed the n={n} points of each task")
+    return k
+
+
+def check_centers(C: object, X: torch.Tensor, name: str = "C0") -> torch.Tensor:
+    """Check centres (B, k, d) against points X (B, n, d): shapes, device, dtype, finiteness."""
+    if not isinstance(C, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (B, k, d), got {type(C).__name__}")
+    if C.ndim != 3:
+        raise ValueError(f"{name} must have shape (B, k, d), got shape {tuple(C.shape)}")
+    B, n, d = X.shape
+    if C.shape[0] != B:
+        raise ValueError(f"{name} has {C.shape[0]} tasks but X has {B}")
+    if C.shape[2] != d:
+        raise ValueError(f"{name} has dimension d={C.shape[2]} but X has d={d}")
+    check_k(C.shape[1], n, name=f"the number of centres in {name}")
+    check_same_device_dtype(X=X, **{name: C})
+    if not bool(torch.isfinite(C).all()):
+        raise ValueError(f"{name} contains NaN or inf values")
+    return C
+
+
+def check_same_device_dtype(**tensors: torch.Tensor) -> None:
+    """All named tensors must share one device and one dtype."""
+    items = list(tensors.items())
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if t.device != first.device:
+            raise ValueError(f"{name} is on {t.device} but {first_name} is on {first.device}; move both to one device")
+        if t.dtype != first.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype} but {first_name} has {first.dtype}; use one dtype")
+
+
+def check_generator(generator: object, device: torch.device, name: str = "generator") -> torch.Generator | None:
+    """Accept None, a seed (int) or a torch.Generator on ``device``; return a Generator or None."""
+    if generator is None:
+        return None
+    if isinstance(generator, torch.Generator):
+        if torch.device(generator.device).type != torch.device(device).type:
+            raise ValueError(f"{name} lives on {generator.device} but the tensors are on {device}")
+        return generator
+    seed = check_int(f"{name} (seed)", generator, minimum=0)
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g

@@ -1,0 +1,110 @@
+"""Lloyd's algorithm, batched over tasks, with explicit empty-cluster rules."""
+
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_centers, check_choice, check_generator, check_int, check_points
+from .objective import assignment_cost, nearest_center
+from .results import ClusteringResult
+
+EMPTY_RULES: tuple[str, ...] = ("mean", "keep", "random")
+"""What happens to the centre of a cluster that receives no point:
+
+* ``"mean"``: it moves to the mean of all points of the task. This is what the limit k-means
+  transformer does (its centre attention has no preferred key and becomes uniform), so exact
+  equivalence with the transformer holds with no exception under this rule.
+* ``"keep"``: it stays where it was (trimkmeans and R trimcluster do this).
+* ``"random"``: it jumps to a uniformly random point of the task (the authors' baselines).
+"""
+
+
+def cluster_means(
+    X: torch.Tensor, labels: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums divided by counts: (means (B, k, d) with NaN rows for empty clusters, counts (B, k)).
+
+    One batched product with the one-hot assignment matrix; multiplying by 0 and 1 is exact, so in
+    float64 the means match a per-cluster loop up to summation order.
+    """
+    onehot = torch.nn.functional.one_hot(labels, k).to(X.dtype)  # (B, n, k)
+    sums = torch.bmm(onehot.transpose(1, 2), X)  # (B, k, d)
+    counts = onehot.sum(dim=1)  # (B, k)
+    return sums / counts.unsqueeze(-1), counts
+
+
+def fill_empty(
+    means: torch.Tensor,
+    counts: torch.Tensor,
+    X: torch.Tensor,
+    previous: torch.Tensor,
+    rule: str,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Replace the centres of empty clusters (counts == 0) by ``rule`` (see :data:`EMPTY_RULES`)."""
+    empty = (counts == 0).unsqueeze(-1)  # (B, k, 1)
+    if rule == "mean":
+        replacement = X.mean(dim=1, keepdim=True).expand_as(means)
+    elif rule == "keep":
+        replacement = previous
+    else:
+        B, n, d = X.shape
+        k = means.shape[1]
+        # Draw for every cluster so the random stream does not depend on which clusters are empty.
+        idx = torch.randint(0, n, (B, k), generator=generator, device=X.device)
+        replacement = torch.gather(X, 1, idx.unsqueeze(-1).expand(B, k, d))
+    return torch.where(empty, replacement, means)
+
+
+def lloyd(
+    X: torch.Tensor,
+    C0: torch.Tensor,
+    steps: int,
+    empty: str = "mean",
+    generator: torch.Generator | int | None = None,
+) -> ClusteringResult:
+    """Run ``steps`` iterations of Lloyd's algorithm on every task of the batch.
+
+    One iteration assigns every point to its nearest centre (ties: lowest index) and moves every
+    centre to the mean of its points; an empty cluster is handled by ``empty`` (see
+    :data:`EMPTY_RULES`; the default ``"mean"`` is the rule of the limit transformer). There is
+    no early stop: a converged task simply repeats its fixed point.
+
+    Args:
+        X: points (B, n, d), float32 or float64.
+        C0: initial centres (B, k, d), same device and dtype.
+        steps: number of iterations T >= 0.
+        empty: empty-cluster rule, one of :data:`EMPTY_RULES`.
+        generator: randomness for ``empty="random"`` (a Generator on X's device or a seed).
+
+    Returns:
+        A :class:`ClusteringResult` with the trajectory (B, T+1, k, d), the final labels (B, n),
+        the objective (B, T+1) and the number of empty clusters per step (B, T).
+    """
+    check_points(X)
+    check_centers(C0, X)
+    steps = check_int("steps", steps, minimum=0)
+    check_choice("empty-cluster rule", empty, EMPTY_RULES)
+    g = check_generator(generator, X.device)
+
+    k = C0.shape[1]
+    centers = [C0]
+    objective = []
+    n_empty = []
+    C = C0
+    labels = nearest_center(X, C)
+    for _ in range(steps):
+        objective.append(assignment_cost(X, C, labels))
+        means, counts = cluster_means(X, labels, k)
+        n_empty.append((counts == 0).sum(dim=1))
+        C = fill_empty(means, counts, X, C, empty, g)
+        centers.append(C)
+        labels = nearest_center(X, C)
+    objective.append(assignment_cost(X, C, labels))
+    B = X.shape[0]
+    return ClusteringResult(
+        centers=torch.stack(centers, dim=1),
+        labels=labels,
+        objective=torch.stack(objective, dim=1),
+        n_empty=torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device),
+    )

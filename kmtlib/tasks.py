@@ -1,0 +1,129 @@
+"""The paper's clustering-task generator.
+
+Each task draws ``k`` component locations uniformly from ``[0, 1]^d``, samples ``n`` points from
+the equal-weight mixture of one location-scale family (isotropic ``scale``), and rescales every
+dimension of the task to ``[0, 1]`` by its minimum and maximum (notes/paper.md section 7.2).
+All tasks of a batch are drawn at once; randomness comes only from ``generator``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from ._checks import check_choice, check_generator, check_int, check_positive_float
+
+Sampler = Callable[[torch.Tensor, torch.Generator | None], torch.Tensor]
+
+
+def _standard_normal(out: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    return out.normal_(generator=g)
+
+
+def _standard_cauchy(out: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    return out.cauchy_(generator=g)
+
+
+def _standard_gumbel(out: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    # -log(E) with E ~ Exp(1) is a standard Gumbel variable (maximum convention, as torch's Gumbel).
+    return out.exponential_(generator=g).log_().neg_()
+
+
+def _standard_laplace(out: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
+    # The difference of two independent Exp(1) variables is standard Laplace.
+    other = torch.empty_like(out).exponential_(generator=g)
+    return out.exponential_(generator=g).sub_(other)
+
+
+# family -> (standard noise sampler, whether the location-scale variable is exponentiated)
+_FAMILIES: dict[str, tuple[Sampler, bool]] = {
+    "normal": (_standard_normal, False),
+    "cauchy": (_standard_cauchy, False),
+    "gumbel": (_standard_gumbel, False),
+    "laplace": (_standard_laplace, False),
+    # LogNormal(loc, scale) = exp(Normal(loc, scale)), as torch.distributions.LogNormal.
+    "lognormal": (_standard_normal, True),
+}
+
+FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
+
+
+class Mixture(NamedTuple):
+    """The mixture behind a batch of tasks, in the rescaled coordinates of the returned points.
+
+    ``means``: (B, k, d) component locations mapped through each task's min-max rescaling (for
+    ``lognormal`` the image of ``exp(location)``, the component median); ``components``: (B, n)
+    index of the component each point came from.
+    """
+
+    means: torch.Tensor
+    components: torch.Tensor
+
+
+def _minmax_rescale(X: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Rescale each task and dimension of X to [0, 1]; map ``others`` by the same affine maps.
+
+    A dimension with max == min (possible for n == 1) becomes 0, as the authors' NaN -> 0 rule.
+    """
+    lo = X.amin(dim=1, keepdim=True)
+    span = X.amax(dim=1, keepdim=True) - lo
+    safe = torch.where(span > 0, span, torch.ones_like(span))
+    scale = torch.where(span > 0, 1.0 / safe, torch.zeros_like(span))
+    return tuple((t - lo) * scale for t in (X, *others))
+
+
+def sample_tasks(
+    batch: int,
+    n: int,
+    d: int,
+    k: int,
+    family: str = "normal",
+    scale: float = 0.1,
+    generator: torch.Generator | int | None = None,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype = torch.float32,
+    return_mixture: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, Mixture]:
+    """Draw ``batch`` clustering tasks of ``n`` points in ``d`` dimensions from ``k``-component mixtures.
+
+    Args:
+        batch, n, d, k: numbers of tasks, points per task, dimensions, mixture components.
+        family: one of :data:`FAMILIES` ("normal", "cauchy", "gumbel", "laplace", "lognormal").
+        scale: the per-dimension scale of every component (the paper uses 0.1).
+        generator: a ``torch.Generator`` (on ``device``), an integer seed, or None (global RNG).
+        device: where to sample; defaults to the generator's device, else the CPU.
+        dtype: torch.float32 or torch.float64.
+        return_mixture: also return the :class:`Mixture` (rescaled means and component labels).
+
+    Returns:
+        ``X`` of shape (batch, n, d) with every task and dimension rescaled to [0, 1], or
+        ``(X, mixture)`` when ``return_mixture``.
+    """
+    batch = check_int("batch", batch, minimum=1)
+    n = check_int("n", n, minimum=1)
+    d = check_int("d", d, minimum=1)
+    k = check_int("k", k, minimum=1)
+    check_choice("family", family, FAMILIES)
+    scale = check_positive_float("scale", scale)
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    if device is None:
+        device = generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
+    device = torch.device(device)
+    g = check_generator(generator, device)
+
+    noise_sampler, exponentiate = _FAMILIES[family]
+    locations = torch.rand(batch, k, d, generator=g, device=device, dtype=dtype)
+    components = torch.randint(0, k, (batch, n), generator=g, device=device)
+    noise = noise_sampler(torch.empty(batch, n, d, device=device, dtype=dtype), g)
+    X = torch.gather(locations, 1, components.unsqueeze(-1).expand(batch, n, d)) + scale * noise
+    means = locations
+    if exponentiate:
+        X, means = X.exp(), locations.exp()
+    X, means = _minmax_rescale(X, means)
+    if return_mixture:
+        return X, Mixture(means=means, components=components)
+    return X

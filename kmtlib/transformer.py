@@ -1,0 +1,186 @@
+"""The k-means transformer: one module type for the fixed-weight constructions, the trainable
+layer and the circuit variants.
+
+A model is an :class:`~kmtlib.embedding.Embedding` (points and centres to tokens and back) and a
+layer (tokens to tokens). Calling it on ``(X, C0, steps=T)`` applies the layer T times and
+returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmtlib.lloyd`.
+
+* Weight-shared multi-layer models (the theorems) carry the tokens from layer to layer.
+* Models with ``reembed=True`` (the trained single layer) rebuild the tokens from the current
+  centres before every step, so the one learned layer acts as a map C(t) -> C(t+1).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._checks import check_centers, check_int, check_points
+from .embedding import Embedding
+from .objective import _kmeans_objective, nearest_center
+from .results import ClusteringResult
+
+MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
+
+
+class KMeansTransformer(nn.Module):
+    """A k-means transformer over ``d``-dimensional points with ``k`` centres.
+
+    Build one with :meth:`from_theorem`, :meth:`trainable` or :meth:`from_variant`; the plain
+    constructor is for library code that supplies its own embedding and layer.
+
+    Args:
+        embedding: turns (X, C) into point and centre tokens and reads centres back.
+        layer: an ``nn.Module`` mapping (point tokens, centre tokens) to updated tokens.
+        reembed: rebuild the tokens from the current centres before every step.
+        config: how the model was built (``{"builder": name, "kwargs": {...}}``); saved with the
+            weights so :func:`load_model` can rebuild it.
+    """
+
+    def __init__(self, embedding: Embedding, layer: nn.Module, *, reembed: bool, config: dict[str, Any]):
+        super().__init__()
+        self.embedding = embedding
+        self.layer = layer
+        self.reembed = bool(reembed)
+        self.config = dict(config)
+
+    # ------------------------------------------------------------------ builders
+    @classmethod
+    def from_theorem(cls, d: int, k: int, gamma: float = math.inf, attention: str = "euclidean", **options: Any):
+        """The fixed-weight construction of Theorem 2.1 (``attention="euclidean"``) or 2.2 (``"dot"``)."""
+        from .constructions import build_theorem_model
+
+        return build_theorem_model(cls, d=d, k=k, gamma=gamma, attention=attention, **options)
+
+    @classmethod
+    def trainable(cls, d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, **options: Any):
+        """The learnable single layer of the paper's learning experiments."""
+        from .learned import build_trainable_model
+
+        return build_trainable_model(cls, d=d, k=k, embedding=embedding, gamma=gamma, **options)
+
+    @classmethod
+    def from_variant(cls, name: str, d: int, k: int, **options: Any):
+        """A circuit variant: ``"soft"``, ``"spherical"``, ``"trimmed"``, ``"robust"`` or ``"kmedoids"``."""
+        from .variants import build_variant_model
+
+        return build_variant_model(cls, name=name, d=d, k=k, **options)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def d(self) -> int:
+        return self.embedding.d
+
+    @property
+    def k(self) -> int:
+        return self.embedding.k
+
+    @property
+    def width(self) -> int:
+        """Token width D."""
+        return self.embedding.width
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, builder={self.config.get('builder')}"
+
+    # ------------------------------------------------------------------ running
+    def _check_inputs(self, X: torch.Tensor, C0: torch.Tensor) -> None:
+        check_points(X)
+        check_centers(C0, X)
+        if X.shape[-1] != self.d:
+            raise ValueError(f"the model is built for d={self.d} but X has d={X.shape[-1]}")
+        if C0.shape[1] != self.k:
+            raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
+        for p in self.parameters():
+            if p.dtype != X.dtype:
+                raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")
+            if p.device != X.device:
+                raise ValueError(f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)")
+            break
+
+    def step(self, X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+        """One step from fresh tokens: the centres (B, k, d) after one layer (the training hot path;
+        no input checks)."""
+        point_tokens, centre_tokens = self.embedding.embed(X, C)
+        _, centre_tokens = self.layer(point_tokens, centre_tokens)
+        return self.embedding.centers(centre_tokens)
+
+    def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
+        """Apply the layer ``steps`` times from the initial centres ``C0``.
+
+        Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
+        labels under the final centres (B, n), the objective per step (B, T+1, computed without
+        gradient), and the assignment weights the point tokens hold after the last layer.
+        """
+        self._check_inputs(X, C0)
+        steps = check_int("steps", steps, minimum=0)
+        point_tokens, centre_tokens = self.embedding.embed(X, C0)
+        trajectory = [C0]
+        for t in range(steps):
+            if self.reembed and t > 0:
+                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1])
+            point_tokens, centre_tokens = self.layer(point_tokens, centre_tokens)
+            trajectory.append(self.embedding.centers(centre_tokens))
+        centers = torch.stack(trajectory, dim=1)
+        with torch.no_grad():
+            objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
+            labels = nearest_center(X, trajectory[-1].detach())
+        return ClusteringResult(
+            centers=centers,
+            labels=labels,
+            objective=objective,
+            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> Path:
+        """Save weights and configuration to ``path`` atomically (a killed save leaves no partial file)."""
+        from . import __version__
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "format": MODEL_FORMAT,
+            "config": self.config,
+            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+            "dtype": str(next(iter(self.state_dict().values())).dtype) if self.state_dict() else None,
+            "kmtlib_version": __version__,
+        }
+        atomic_torch_save(payload, path)
+        return path
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file in the same folder, then rename over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
+    """Rebuild a :class:`KMeansTransformer` saved with :meth:`KMeansTransformer.save`."""
+    payload = torch.load(Path(path), map_location=map_location, weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path} is not a kmtlib model file (expected format {MODEL_FORMAT!r})")
+    config = payload["config"]
+    builder = getattr(KMeansTransformer, config["builder"], None)
+    if builder is None:
+        raise ValueError(f"{path} names an unknown builder {config['builder']!r}")
+    model = builder(**config["kwargs"])
+    state = payload["state_dict"]
+    if state:
+        model = model.to(next(iter(state.values())).dtype)
+    model.load_state_dict(state)
+    return model.to(map_location)
