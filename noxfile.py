@@ -1,0 +1,73 @@
+"""Sessions: `tests` and `book`, each for device cpu (default) or cuda; `bench` for the benchmarks.
+
+torch is installed first from TORCH_SPEC (default: the pinned CPU wheel torch==2.13.0) and, if set,
+TORCH_INDEX_URL; the project's extras then find it satisfied. CUDA users set TORCH_SPEC and
+TORCH_INDEX_URL to a CUDA build, or run with `--no-venv` in an environment that has one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.options.sessions = ["tests(device='cpu')"]
+nox.options.reuse_existing_virtualenvs = True
+# uv would ignore the local CPU wheel and download a multi-GB CUDA torch.
+nox.options.default_venv_backend = "virtualenv"
+
+DEVICES = ["cpu", "cuda"]
+CHECK_TORCH = (
+    "import sys, torch; print('torch', torch.__version__, 'cuda available:', torch.cuda.is_available()); "
+    "sys.exit(3 if sys.argv[1] == 'cuda' and not torch.cuda.is_available() else 0)"
+)
+
+
+def _setup(session: nox.Session, device: str, extra: str) -> dict[str, str]:
+    if device == "cuda" and shutil.which("nvidia-smi") is None:
+        session.skip("device=cuda but no NVIDIA driver on this machine")
+    if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        torch_args = [os.environ.get("TORCH_SPEC", "torch==2.13.0")]
+        if os.environ.get("TORCH_INDEX_URL"):
+            torch_args += ["--index-url", os.environ["TORCH_INDEX_URL"]]
+        session.install(*torch_args)
+        session.install("-e", f".[{extra}]")
+    session.run("python", "-c", CHECK_TORCH, device)
+    # Never set MPLBACKEND=Agg here: it strips figure outputs from the executed notebooks.
+    return {"KMT_DEVICE": device}
+
+
+@nox.session
+@nox.parametrize("device", DEVICES)
+def tests(session: nox.Session, device: str) -> None:
+    """Unit tests and papermill runs of every chapter (quick profile)."""
+    env = _setup(session, device, "test")
+    session.run("python", "-m", "pytest", "-q", *session.posargs, env=env)
+
+
+@nox.session
+@nox.parametrize("device", DEVICES)
+def book(session: nox.Session, device: str) -> None:
+    """Build the whole book to HTML (book profile), warnings as errors, one execution cache per device."""
+    env = _setup(session, device, "book")
+    out = f"_build/{device}"
+    session.run("jupyter-book", "build", ".", "-W", "-n", "--keep-going", "--all", "--path-output", out, env=env)
+    index = os.path.join(out, "_build", "html", "index.html")
+    if not os.path.isfile(index):
+        session.error(f"the build reported success but {index} is missing")
+    session.log(f"book built: {index}")
+
+
+@nox.session
+def train(session: nox.Session) -> None:
+    """Train one model: `nox -s train -- --d 32 --k 10 --seed 153476998 --out runs/x` (see kmtlib.train)."""
+    env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "test")
+    session.run("python", "-m", "kmtlib.train", *session.posargs, env=env)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The benchmarks: `nox -s bench` prints a table and writes results/benchmarks/*.json."""
+    env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "test")
+    session.run("python", "-m", "benchmarks", *session.posargs, env=env)

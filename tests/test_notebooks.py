@@ -1,0 +1,99 @@
+"""Every chapter runs under papermill in the quick profile and writes what the contract promises."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jupytext
+import papermill as pm
+import pytest
+
+from chapter_cases import CASES
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+CHAPTERS = sorted(p.name for p in BOOK.glob("[0-9]*.md"))
+COMMON = {"device": "str", "seed": "int", "profile": "str", "output_dir": "str"}
+
+
+def _device() -> str:
+    return os.environ.get("KMT_DEVICE", "cpu")
+
+
+def _run(name: str, out: Path, parameters: dict) -> Path:
+    pm.execute_notebook(
+        jupytext.read(BOOK / name),
+        str(out / f"{Path(name).stem}.ipynb"),
+        parameters={"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters},
+        kernel_name="python3",
+        cwd=str(BOOK),
+        progress_bar=False,
+        execution_timeout=600,
+    )
+    return out / "results"
+
+
+def test_every_chapter_has_a_case():
+    assert CHAPTERS, "no chapters found under book/"
+    missing = sorted(set(CHAPTERS) - set(CASES))
+    assert not missing, f"chapters without a test case in tests/chapter_cases.py: {missing}"
+    stale = sorted(set(CASES) - set(CHAPTERS))
+    assert not stale, f"test cases for chapters that do not exist: {stale}"
+
+
+def test_every_chapter_is_in_the_toc():
+    toc = (ROOT / "_toc.yml").read_text()
+    for name in CHAPTERS:
+        assert f"book/{Path(name).stem}" in toc, f"{name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_parameters_cell(name):
+    nb = jupytext.read(BOOK / name)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "exactly one cell must be tagged 'parameters'"
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code is cells[0], "the parameters cell must be the first code cell"
+    declared = pm.inspect_notebook(nb)
+    assignments = [ln for ln in cells[0].source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    # papermill skips lines it cannot parse (an '=' or an odd quote in a comment): every line must parse.
+    assert len(declared) == len(assignments), f"papermill parsed {sorted(declared)} of {assignments}"
+    for pname, type_name in COMMON.items():
+        assert pname in declared, f"parameter {pname} is missing"
+        assert declared[pname]["inferred_type_name"] == type_name
+    for pname, info in declared.items():
+        assert info["inferred_type_name"] not in ("None", ""), f"parameter {pname} has no type annotation"
+        assert info["help"].strip(), f"parameter {pname} has no help comment"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_runs_and_writes_metrics(name, tmp_path):
+    parameters, check = CASES[name]
+    results = _run(name, tmp_path, {"seed": 11, **parameters})
+    metrics = json.loads((results / "metrics.json").read_text())
+    assert metrics["profile"] == "quick"
+    assert metrics["chapter"] == Path(name).stem
+    assert metrics["figures"], "a chapter draws at least one figure"
+    for label in metrics["figures"]:
+        assert label.startswith("fig-")
+        for ext in ("png", "pdf"):
+            f = results / f"{label}.{ext}"
+            assert f.is_file() and f.stat().st_size > 1000, f"missing or empty figure file {f.name}"
+        source = (BOOK / name).read_text()
+        assert f"name: {label}" in source, f"{label} is saved but has no labelled figure cell"
+    check(metrics)
+
+
+@pytest.mark.notebook
+def test_bad_parameter_is_named(tmp_path):
+    name = CHAPTERS[0]
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        _run(name, tmp_path, {"seed": -3})
+    assert "seed" in str(err.value)
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        _run(name, tmp_path, {"profile": "fast"})
+    assert "profile" in str(err.value)
