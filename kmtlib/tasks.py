@@ -70,8 +70,9 @@ def _minmax_rescale(X: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tenso
     lo = X.amin(dim=1, keepdim=True)
     span = X.amax(dim=1, keepdim=True) - lo
     safe = torch.where(span > 0, span, torch.ones_like(span))
-    scale = torch.where(span > 0, 1.0 / safe, torch.zeros_like(span))
-    return tuple((t - lo) * scale for t in (X, *others))
+    # Divide (not multiply by 1/span): (max - lo) / span is exactly 1, while (max - lo) * (1/span)
+    # can round to 1 - ulp.
+    return tuple(torch.where(span > 0, (t - lo) / safe, torch.zeros_like(t)) for t in (X, *others))
 
 
 def sample_tasks(
