@@ -69,5 +69,5 @@ def train(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks: `nox -s bench` prints a table and writes results/benchmarks/*.json."""
-    env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "test")
+    env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "bench")
     session.run("python", "-m", "benchmarks", *session.posargs, env=env)

@@ -24,9 +24,19 @@ def cluster_means(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sums divided by counts: (means (B, k, d) with NaN rows for empty clusters, counts (B, k)).
 
-    One batched product with the one-hot assignment matrix; multiplying by 0 and 1 is exact, so in
-    float64 the means match a per-cluster loop up to summation order.
+    On the CPU the sums are accumulated point by point with ``index_add_`` into the flattened
+    (B*k, d) table (deterministic: one pass in point order). On other devices, where
+    ``index_add_`` uses atomic additions and its rounding depends on the run, it is one batched
+    product with the one-hot assignment matrix (multiplying by 0 and 1 is exact). In float64 either
+    way matches a per-cluster loop up to summation order.
     """
+    B, n, d = X.shape
+    if X.device.type == "cpu":
+        rows = (labels + torch.arange(0, B * k, k, device=X.device).unsqueeze(1)).view(-1)
+        sums = torch.zeros(B * k, d, dtype=X.dtype, device=X.device)
+        sums.index_add_(0, rows, X.reshape(B * n, d))
+        counts = torch.bincount(rows, minlength=B * k).to(X.dtype)
+        return (sums / counts.unsqueeze(-1)).view(B, k, d), counts.view(B, k)
     onehot = torch.nn.functional.one_hot(labels, k).to(X.dtype)  # (B, n, k)
     sums = torch.bmm(onehot.transpose(1, 2), X)  # (B, k, d)
     counts = onehot.sum(dim=1)  # (B, k)
@@ -40,11 +50,17 @@ def fill_empty(
     previous: torch.Tensor,
     rule: str,
     generator: torch.Generator | None,
+    overall_mean: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Replace the centres of empty clusters (counts == 0) by ``rule`` (see :data:`EMPTY_RULES`)."""
+    """Replace the centres of empty clusters (counts == 0) by ``rule`` (see :data:`EMPTY_RULES`).
+
+    ``overall_mean`` (B, 1, d) is ``X.mean(dim=1, keepdim=True)`` if the caller already has it.
+    """
     empty = (counts == 0).unsqueeze(-1)  # (B, k, 1)
     if rule == "mean":
-        replacement = X.mean(dim=1, keepdim=True).expand_as(means)
+        if overall_mean is None:
+            overall_mean = X.mean(dim=1, keepdim=True)
+        replacement = overall_mean.expand_as(means)
     elif rule == "keep":
         replacement = previous
     else:
@@ -92,12 +108,14 @@ def lloyd(
     objective = []
     n_empty = []
     C = C0
+    # the "mean" rule's replacement is the same at every step: compute it once
+    overall_mean = X.mean(dim=1, keepdim=True) if empty == "mean" else None
     labels = nearest_center(X, C)
     for _ in range(steps):
         objective.append(assignment_cost(X, C, labels))
         means, counts = cluster_means(X, labels, k)
         n_empty.append((counts == 0).sum(dim=1))
-        C = fill_empty(means, counts, X, C, empty, g)
+        C = fill_empty(means, counts, X, C, empty, g, overall_mean)
         centers.append(C)
         labels = nearest_center(X, C)
     objective.append(assignment_cost(X, C, labels))

@@ -19,13 +19,30 @@ def squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 
 def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """Index (B, n) of the nearest centre of every point.
+    """Index (B, n) of the nearest centre of every point; exact ties go to the lowest index on
+    every device.
 
-    The ||x||^2 term is the same for all centres, so it is left out of the comparison.
-    Ties go to the lowest index on the CPU (torch.argmin's behaviour; not guaranteed on CUDA).
+    The ||x||^2 term is the same for all centres, so it is left out of the comparison. The scores
+    ||c||^2 - 2 x.c are laid out (B, k, n), centres before points, so that the minimum over the
+    centres is an elementwise reduction across k rows of length n, which vectorises over the points
+    (``argmin`` over a short last dimension is several times slower on the CPU). The label is then
+    the lowest index whose score equals that minimum, found with one more vectorised pass; this is
+    ``argmin`` with its first-index tie rule made explicit instead of left to the backend.
     """
-    scores = torch.baddbmm((C * C).sum(-1).unsqueeze(1), X, C.transpose(1, 2), alpha=-2.0)
-    return scores.argmin(dim=-1)
+    B, k, _ = C.shape
+    scores = torch.baddbmm((C * C).sum(-1).unsqueeze(2), C, X.transpose(1, 2), alpha=-2.0)  # (B, k, n)
+    if k == 1:
+        return torch.zeros(B, X.shape[1], dtype=torch.long, device=X.device)
+    is_min = scores == scores.amin(dim=1, keepdim=True)  # (B, k, n), at least one True per point
+    if k <= 255:
+        # weight k - j on the minimal rows; the largest weight marks the lowest minimal index j
+        weights = torch.arange(k, 0, -1, dtype=torch.uint8, device=X.device).view(1, k, 1)
+        lowest = is_min.view(torch.uint8).mul_(weights).amax(dim=1).long()
+    else:
+        weights = torch.arange(k, 0, -1, dtype=torch.long, device=X.device).view(1, k, 1)
+        lowest = (is_min * weights).amax(dim=1)
+    # A NaN score (only from overflow: inf - inf) matches no row; keep such labels in range.
+    return (k - lowest).clamp_max_(k - 1)
 
 
 def gather_centers(C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -36,8 +53,13 @@ def gather_centers(C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def assignment_cost(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Sum over points of ||x_i - c_{labels_i}||^2, per task (B,); differences taken exactly."""
-    diff = X - gather_centers(C, labels)
-    return (diff * diff).sum(dim=(1, 2))
+    B, n, d = X.shape
+    k = C.shape[1]
+    # row b*k + labels[b, i] of the flattened centres is the centre of point i of task b
+    rows = (labels + torch.arange(0, B * k, k, device=labels.device).unsqueeze(1)).view(-1)
+    assigned = C.reshape(B * k, d).index_select(0, rows).view(B, n, d)
+    # (x - c)^2 elementwise in one pass, then the same per-task sum as ((X - c) ** 2).sum((1, 2))
+    return torch.nn.functional.mse_loss(X, assigned, reduction="none").sum(dim=(1, 2))
 
 
 def _kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,82 @@
+"""Plotting helpers shared by the chapters (matplotlib; imported only by notebooks)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+
+
+def plot_log_objective(ax, log_objective, *, label: str | None = None, xlabel: str = "# clustering steps",
+                       ylabel: str = "log(k-means objective)", **style):
+    """One log-objective curve against the step number (entry 0 = initial centres)."""
+    y = _np(log_objective)
+    ax.plot(np.arange(len(y)), y, marker=style.pop("marker", "o"), label=label, **style)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    return ax
+
+
+def plot_centre_trajectories(ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3",
+                             max_points: int = 5000, seed: int = 0):
+    """2-D points (grey), initial centres (circles), later centres (triangles) joined by dotted lines.
+
+    Args:
+        X: (n, 2) points of one task; at most ``max_points`` of them are drawn (a fixed subsample).
+        trajectory: (T+1, k, 2) centres after every step.
+    """
+    pts, traj = _np(X), _np(trajectory)
+    if pts.shape[0] > max_points:
+        pts = pts[np.random.default_rng(seed).choice(pts.shape[0], max_points, replace=False)]
+    ax.scatter(pts[:, 0], pts[:, 1], s=2, c=point_colour, rasterized=True)
+    for j in range(traj.shape[1]):
+        ax.plot(traj[:, j, 0], traj[:, j, 1], ":", c=centre_colour, lw=1)
+        ax.scatter(traj[1:, j, 0], traj[1:, j, 1], marker="^", c=centre_colour, s=22, zorder=3)
+    ax.scatter(traj[0, :, 0], traj[0, :, 1], marker="o", facecolors="none", edgecolors="k", s=60, zorder=4)
+    ax.set_aspect("equal")
+    return ax
+
+
+def plot_assignments(ax, X, labels, *, cmap: str = "Set2", max_points: int = 5000, seed: int = 0):
+    """2-D points coloured by their cluster label."""
+    pts, lab = _np(X), _np(labels)
+    if pts.shape[0] > max_points:
+        keep = np.random.default_rng(seed).choice(pts.shape[0], max_points, replace=False)
+        pts, lab = pts[keep], lab[keep]
+    ax.scatter(pts[:, 0], pts[:, 1], c=lab, cmap=cmap, s=3, rasterized=True)
+    ax.set_aspect("equal")
+    return ax
+
+
+def plot_matrix(ax, W, *, title: str = "", cmap: str = "RdBu_r", symmetric: bool = True, colorbar: bool = True):
+    """A weight or attention matrix as a heat map (symmetric colour scale around 0 by default)."""
+    M = _np(W)
+    vmax = float(np.abs(M).max()) or 1.0
+    kwargs = dict(vmin=-vmax, vmax=vmax) if symmetric else {}
+    im = ax.imshow(M, cmap=cmap, interpolation="nearest", **kwargs)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return im
+
+
+def plot_band(ax, x, median, low, high, *, label: str | None = None, colour: str | None = None, alpha: float = 0.25):
+    """A median line with a shaded band (for example min-max or inter-quartile over seeds)."""
+    x, median, low, high = map(_np, (x, median, low, high))
+    (line,) = ax.plot(x, median, label=label, color=colour)
+    ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, lw=0)
+    return line
+
+
+def curves_table(curves: Mapping[str, Sequence[float]], steps: Sequence[int]):
+    """A pandas table of selected steps of several curves (rows: curve names, columns: t = ...)."""
+    import pandas as pd
+
+    return pd.DataFrame({name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()},
+                        index=[f"t={t}" for t in steps]).T

@@ -1,0 +1,107 @@
+"""Smoke test of the benchmark harness: `python -m benchmarks --quick` runs every row at toy
+sizes and writes JSON with the expected structure. Not a timed test: no speed is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ROW_KEYS = {"row", "label", "dtype", "threads", "available"}
+TIMED_KEYS = {"median_s", "min_s", "max_s", "times_s", "repeats", "warmup", "per_task_us", "iterations",
+              "ratio_to_lloyd", "ratio_to_lloyd_of_minima"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--only", "lloyd", "--threads", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((out / "lloyd.json").read_text()), proc.stdout
+
+
+def test_quick_run_writes_the_expected_json(quick_run):
+    result, _ = quick_run
+    assert result["benchmark"] == "lloyd"
+    assert result["settings"]["quick"] is True and result["settings"]["threads"] == 1
+    assert result["settings"]["repeats"] >= 5
+    machine = result["machine"]
+    assert machine["cpu_model"] and machine["versions"]["torch"] and machine["versions"]["scikit-learn"]
+    assert machine["threads"]["torch"] >= 1
+    assert result["settings"]["thread_counts_during_run"]["torch"] == 1
+    assert set(result["regimes"]) == {"many_small", "one_large"}
+    for regime in result["regimes"].values():
+        assert {"batch", "n", "d", "k", "steps"} <= set(regime["config"])
+        rows = {(r["row"], r["dtype"]): r for r in regime["rows"]}
+        expected = {("lloyd", "float32"), ("lloyd", "float64"), ("transformer", "float32"), ("transformer", "float64"),
+                    ("sklearn", "float32"), ("sklearn", "float64"), ("faiss", "float32")}
+        assert set(rows) == expected
+        for key in [("lloyd", "float32"), ("lloyd", "float64"), ("sklearn", "float32"), ("sklearn", "float64")]:
+            assert rows[key]["available"], rows[key]
+        for r in regime["rows"]:
+            assert ROW_KEYS <= set(r)
+            if not r["available"]:
+                assert r["note"].startswith("not available")
+                continue
+            assert TIMED_KEYS <= set(r), sorted(TIMED_KEYS - set(r))
+            assert len(r["times_s"]) == r["repeats"] >= 5
+            assert all(t > 0 for t in r["times_s"]) and r["median_s"] > 0 and r["min_s"] > 0
+            if r["row"] != "lloyd":
+                agree = r["agreement_vs_kmtlib_lloyd"]
+                assert agree["tasks_compared"] + agree["tasks_excluded_empty_cluster"] == regime["config"]["batch"]
+                if agree["tasks_compared"]:
+                    # same data, same C0, same T: the centres agree up to rounding
+                    assert agree["max_abs_dC_clean"] < (1e-3 if r["dtype"] == "float32" else 1e-9), r
+    ratios = {(r["regime"], r["numerator"], r["denominator"]): r for r in result["ratios"]}
+    assert ("one_large", "lloyd/float32", "sklearn/float32") in ratios
+    target = ratios[("one_large", "lloyd/float32", "sklearn/float32")]
+    assert target["value"] > 0 and target["value_of_minima"] > 0
+    assert target["target"] == "<= 2" and target["status"].startswith("not judged")
+
+
+def test_quick_run_prints_a_table(quick_run):
+    _, stdout = quick_run
+    assert "ratios of medians" in stdout and "kmtlib lloyd" in stdout and "median ms" in stdout
+
+
+@pytest.mark.parametrize("args", [["--repeats", "3"], ["--only", "training"], ["--threads", "0"]])
+def test_bad_arguments_are_refused(args, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert not (tmp_path / "lloyd.json").exists()
+
+
+def test_time_interleaved_rounds_and_failures():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.common import time_interleaved
+
+    order = []
+
+    def first():
+        order.append("first")
+        return 1
+
+    def second():
+        order.append("second")
+        return 2
+
+    def broken():
+        raise RuntimeError("no such backend")
+
+    out = time_interleaved({"a": first, "b": broken, "c": second}, repeats=5, warmup=1)
+    assert isinstance(out["b"], RuntimeError)
+    assert len(out["a"].times_s) == 5 and out["a"].last_result == 1 and out["c"].last_result == 2
+    assert order == ["first", "second"] * 6  # warm-up, then rounds that alternate
+    with pytest.raises(ValueError):
+        time_interleaved({"a": first}, repeats=2)
