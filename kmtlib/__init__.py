@@ -30,3 +30,13 @@ __all__ = [
     "sample_tasks",
     "squared_distances",
 ]
+
+# The k-means transformer (fixed-weight constructions, trainable layer, variants) and its files.
+from .transformer import KMeansTransformer, load_model  # noqa: E402
+
+# The learned layer's training loss and multi-step evaluation. (kmtlib.train, the training
+# command, is deliberately not imported here, so that `python -m kmtlib.train` runs cleanly.)
+from .evaluate import evaluate_multistep, evaluate_seeds  # noqa: E402
+from .losses import smoothed_objective  # noqa: E402
+
+__all__ += ["KMeansTransformer", "evaluate_multistep", "evaluate_seeds", "load_model", "smoothed_objective"]
