@@ -1,10 +1,15 @@
 """kmtlib: the k-means transformer of Clarkson et al. (arXiv 2506.19125) as a small PyTorch library.
 
 Tensors are batched with rows as tokens: points ``X`` are (B, n, d), centres ``C`` are (B, k, d).
+(``kmtlib.train``, the training command, is not imported here so that ``python -m kmtlib.train``
+runs cleanly.)
 """
 
 from __future__ import annotations
 
+__version__ = "0.1.0"
+
+# Tasks, initial centres, Lloyd and the objective.
 from .device import make_generator, resolve_device
 from .init import INIT_METHODS, init_centers
 from .lloyd import EMPTY_RULES, lloyd
@@ -12,31 +17,56 @@ from .objective import kmeans_objective, nearest_center, squared_distances
 from .results import ClusteringResult
 from .tasks import FAMILIES, Mixture, sample_tasks
 
-__version__ = "0.1.0"
+# Attention scores and maps.
+from .attention import (
+    ATTENTION_MAPS,
+    dot_scores,
+    euclidean_scores,
+    hard_attention,
+    normalized_linear_attention,
+    register_attention_map,
+    softmax_attention,
+)
+
+# The k-means transformer: fixed-weight constructions, trainable layer, variants, files.
+from .constructions import build_theorem_model, theorem_weights
+from .embedding import NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
+from .transformer import KMeansTransformer, load_model
+
+# The learned layer's training loss and multi-step evaluation.
+from .evaluate import evaluate_multistep, evaluate_seeds
+from .losses import smoothed_objective
 
 __all__ = [
+    "ATTENTION_MAPS",
     "EMPTY_RULES",
     "FAMILIES",
     "INIT_METHODS",
     "ClusteringResult",
+    "KMeansTransformer",
     "Mixture",
+    "NormAugmentedEmbedding",
+    "OneHotEmbedding",
+    "PlainEmbedding",
     "__version__",
+    "build_theorem_model",
+    "dot_scores",
+    "euclidean_scores",
+    "evaluate_multistep",
+    "evaluate_seeds",
+    "hard_attention",
     "init_centers",
     "kmeans_objective",
     "lloyd",
+    "load_model",
     "make_generator",
     "nearest_center",
+    "normalized_linear_attention",
+    "register_attention_map",
     "resolve_device",
     "sample_tasks",
+    "smoothed_objective",
+    "softmax_attention",
     "squared_distances",
+    "theorem_weights",
 ]
-
-# The k-means transformer (fixed-weight constructions, trainable layer, variants) and its files.
-from .transformer import KMeansTransformer, load_model  # noqa: E402
-
-# The learned layer's training loss and multi-step evaluation. (kmtlib.train, the training
-# command, is deliberately not imported here, so that `python -m kmtlib.train` runs cleanly.)
-from .evaluate import evaluate_multistep, evaluate_seeds  # noqa: E402
-from .losses import smoothed_objective  # noqa: E402
-
-__all__ += ["KMeansTransformer", "evaluate_multistep", "evaluate_seeds", "load_model", "smoothed_objective"]

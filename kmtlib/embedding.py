@@ -69,3 +69,43 @@ class PlainEmbedding(Embedding):
 
     def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return X, C
+
+
+class NormAugmentedEmbedding(Embedding):
+    """Width d + k + 2, the tokens of Theorem 2.2 (dot-product attention): points
+    [x_i; 0_k; ||x_i||^2; 1] and centres [c_j; e_j; ||c_j||^2; 1].
+
+    The squared norm and the constant 1 let dot-product attention compute Euclidean scores:
+    a query [x; -1/2] against a key [c; ||c||^2] gives x.c - ||c||^2 / 2, which is
+    -||x - c||^2 / 2 up to a term that is constant over the keys. The k coordinates after the
+    data hold the assignment (points) and the cluster id (centres), as in :class:`OneHotEmbedding`.
+    """
+
+    name = "normaugmented"
+
+    @property
+    def width(self) -> int:
+        return self.d + self.k + 2
+
+    @property
+    def norm_index(self) -> int:
+        """Index of the squared-norm coordinate."""
+        return self.d + self.k
+
+    @property
+    def one_index(self) -> int:
+        """Index of the constant coordinate 1."""
+        return self.d + self.k + 1
+
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        B, n, _ = X.shape
+        k = C.shape[1]
+        points = torch.cat(
+            [X, X.new_zeros(B, n, self.k), (X * X).sum(-1, keepdim=True), X.new_ones(B, n, 1)], dim=-1
+        )
+        ids = torch.eye(self.k, dtype=C.dtype, device=C.device).expand(B, self.k, self.k)
+        centres = torch.cat([C, ids, (C * C).sum(-1, keepdim=True), C.new_ones(B, k, 1)], dim=-1)
+        return points, centres
+
+    def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor:
+        return point_tokens[..., self.d : self.d + self.k]

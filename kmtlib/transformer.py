@@ -161,6 +161,10 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
+        # mkstemp creates the file private (0600); give it the usual permissions of a new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         torch.save(obj, tmp)
         os.replace(tmp, path)
     except BaseException:

@@ -1,0 +1,491 @@
+"""Theorems 2.1 and 2.2 as code (kmtlib.constructions): the limit models are Lloyd's algorithm.
+
+Float64 throughout. Exactness is claimed on tie-free inputs: tasks whose assignment margin (second
+smallest minus smallest squared distance to the centres, over all points and all steps of Lloyd's
+run) falls below MARGIN are rejected before comparing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import kmtlib
+from kmtlib.constructions import (
+    BLOCK_NAMES,
+    AttentionBlock,
+    TheoremLayer,
+    build_theorem_model,
+    theorem_weights,
+)
+from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
+from kmtlib.objective import nearest_center, squared_distances
+from kmtlib.transformer import KMeansTransformer, load_model
+
+F64 = torch.float64
+MARGIN = 1e-8
+TOL = 1e-12
+
+# the limit models under test: Theorem 2.1 with either centre update, and Theorem 2.2 (with either)
+LIMIT_MODELS = {
+    "2.1-linear": dict(attention="euclidean", centre_update="linear"),
+    "2.1-euclidean": dict(attention="euclidean", centre_update="attention"),
+    "2.2-linear": dict(attention="dot", centre_update="linear"),
+    "2.2-dot": dict(attention="dot", centre_update="attention"),
+}
+# plus the authors' identity shortcut for the resets (the same numbers in the limit)
+SMALL_CASE_MODELS = {**LIMIT_MODELS, "2.1-identity-shortcut": dict(attention="euclidean", self_attention="identity")}
+
+# shape groups (n, d, k, T): varied sizes, steps up to 20, n = k, d = 1, k = 1
+SHAPES = [
+    (5, 1, 2, 3),
+    (9, 1, 3, 20),
+    (12, 2, 3, 10),
+    (20, 2, 4, 20),
+    (30, 3, 5, 15),
+    (6, 2, 6, 4),
+    (50, 2, 8, 10),
+    (64, 5, 4, 20),
+    (40, 8, 6, 7),
+    (100, 2, 10, 12),
+    (25, 3, 1, 5),
+    (150, 4, 7, 20),
+]
+PER_SHAPE = 130  # generated per shape; the tie-free ones are kept
+
+
+def _model(d: int, k: int, **options) -> KMeansTransformer:
+    return KMeansTransformer.from_theorem(d, k, **options).to(F64)
+
+
+def _initial_centres(X: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor:
+    """A third of the tasks start from random data points, a third from uniform points of a box
+    wider than the data, a third from the box with the last centre far away: the latter two make
+    clusters go empty."""
+    B, _, d = X.shape
+    at_points = kmtlib.init_centers(X, k, generator=g)
+    box = torch.rand(B, k, d, generator=g, dtype=F64) * 1.6 - 0.3
+    far = box.clone()
+    far[:, -1] += 5.0
+    which = torch.arange(B) % 3
+    return torch.where((which == 0).view(B, 1, 1), at_points, torch.where((which == 1).view(B, 1, 1), box, far))
+
+
+def _margins(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+    """Smallest assignment margin per task over all steps of a trajectory (B, T+1, k, d)."""
+    B, T1, k, d = centers.shape
+    if k == 1:
+        return torch.full((B,), math.inf, dtype=F64)
+    n = X.shape[1]
+    D = squared_distances(X.repeat_interleave(T1, 0), centers.reshape(B * T1, k, d))  # (B*T1, n, k)
+    two = D.topk(2, dim=-1, largest=False).values
+    return (two[..., 1] - two[..., 0]).view(B, T1 * n).amin(dim=1)
+
+
+@dataclass
+class Batch:
+    X: torch.Tensor
+    C0: torch.Tensor
+    steps: int
+    ref: kmtlib.ClusteringResult
+
+
+def _tie_free_batches() -> list[Batch]:
+    g = torch.Generator().manual_seed(2506_19125)
+    batches = []
+    for i, (n, d, k, T) in enumerate(SHAPES):
+        clustered = kmtlib.sample_tasks(PER_SHAPE, n, d, max(k, 2), generator=g, dtype=F64)
+        uniform = torch.rand(PER_SHAPE, n, d, generator=g, dtype=F64)
+        X = torch.where((torch.arange(PER_SHAPE) % 2 == 0).view(-1, 1, 1), clustered, uniform)
+        C0 = _initial_centres(X, k, g)
+        ref = kmtlib.lloyd(X, C0, T, empty="mean")
+        keep = _margins(X, ref.centers) >= MARGIN
+        X, C0 = X[keep], C0[keep]
+        batches.append(Batch(X, C0, T, kmtlib.lloyd(X, C0, T, empty="mean")))
+    return batches
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[Batch]:
+    return _tie_free_batches()
+
+
+# ----------------------------------------------------------------------------- exactness
+@pytest.mark.parametrize("name", list(LIMIT_MODELS))
+def test_limit_models_are_lloyd_on_tie_free_tasks(batches, name):
+    tasks = tasks_with_empty = 0
+    for b in batches:
+        B, n, d = b.X.shape
+        k = b.C0.shape[1]
+        model = _model(d, k, **LIMIT_MODELS[name])
+        with torch.no_grad():
+            out = model(b.X, b.C0, steps=b.steps)
+        err = (out.centers - b.ref.centers).abs().amax().item()
+        assert err <= TOL, f"{name}: shape {(n, d, k, b.steps)}: centres differ from Lloyd by {err:.3g}"
+        torch.testing.assert_close(out.objective, b.ref.objective, rtol=TOL, atol=TOL)
+        assert torch.equal(out.labels, b.ref.labels)
+        # the assignments the point tokens hold: exactly one-hot, Lloyd's assignment under C(T-1)
+        expected = torch.nn.functional.one_hot(nearest_center(b.X, b.ref.centers[:, -2]), k).to(F64)
+        assert torch.equal(out.assignments, expected), f"{name}: assignments are not Lloyd's one-hot labels"
+        tasks += B
+        tasks_with_empty += int((b.ref.n_empty.sum(dim=1) > 0).sum())
+    assert tasks >= 1000, f"only {tasks} tie-free tasks were generated"
+    assert tasks_with_empty >= 100, f"only {tasks_with_empty} tasks had an empty cluster"
+
+
+def test_exactness_test_covers_empty_clusters_and_long_runs(batches):
+    empties = sum(int((b.ref.n_empty > 0).sum()) for b in batches)  # (task, step) pairs with an empty cluster
+    assert empties >= 100
+    assert max(b.steps for b in batches) == 20
+    assert {b.X.shape[-1] for b in batches} >= {1, 2, 8}
+    assert any(b.X.shape[1] == b.C0.shape[1] for b in batches)  # n = k
+
+
+def test_limit_models_match_scikit_learn(batches):
+    sklearn = pytest.importorskip("sklearn.cluster")
+    from threadpoolctl import threadpool_limits
+
+    compared = 0
+    with threadpool_limits(limits=1):
+        for b in batches:
+            clean = (b.ref.n_empty.sum(dim=1) == 0).nonzero().flatten()[:30]
+            if len(clean) == 0 or b.steps < 1:
+                continue
+            d, k = b.X.shape[-1], b.C0.shape[1]
+            out = _model(d, k)(b.X[clean], b.C0[clean], steps=b.steps)
+            for j, i in enumerate(clean.tolist()):
+                km = sklearn.KMeans(
+                    n_clusters=k, init=b.C0[i].numpy(), n_init=1, max_iter=b.steps, tol=0.0, algorithm="lloyd"
+                ).fit(b.X[i].numpy())
+                diff = (out.centers[j, -1] - torch.from_numpy(km.cluster_centers_)).abs().max().item()
+                assert diff <= 1e-10, f"task {i} of shape {tuple(b.X.shape[1:])}, k={k}: {diff:.3g} from scikit-learn"
+                compared += 1
+    assert compared >= 250
+
+
+# ----------------------------------------------------------------------------- empty clusters, hand cases
+@pytest.mark.parametrize("name", list(SMALL_CASE_MODELS))
+def test_empty_cluster_moves_to_the_mean_of_all_points(name):
+    X = torch.tensor([[[0.0], [1.0], [2.0], [6.0]]], dtype=F64)
+    C0 = torch.tensor([[[1.0], [20.0], [-20.0]]], dtype=F64)  # clusters 1 and 2 receive no point
+    out = _model(1, 3, **SMALL_CASE_MODELS[name])(X, C0, steps=1)
+    torch.testing.assert_close(out.centers[:, 1], torch.full((1, 3, 1), 2.25, dtype=F64), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out.centers, kmtlib.lloyd(X, C0, 1, empty="mean").centers, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", list(SMALL_CASE_MODELS))
+def test_hand_checked_cases(name):
+    opts = SMALL_CASE_MODELS[name]
+    # d = 1, two clusters: [0, 1, 4, 5] from centres 0 and 1
+    X = torch.tensor([[[0.0], [1.0], [4.0], [5.0]]], dtype=F64)
+    C0 = torch.tensor([[[0.0], [1.0]]], dtype=F64)
+    out = _model(1, 2, **opts)(X, C0, steps=3)
+    expected = torch.tensor([[[0.0], [1.0]], [[0.0], [10 / 3]], [[0.5], [4.5]], [[0.5], [4.5]]], dtype=F64)
+    torch.testing.assert_close(out.centers[0], expected, rtol=0, atol=1e-15)
+    assert torch.equal(out.labels, torch.tensor([[0, 0, 1, 1]]))
+    # k = 1: one step moves the centre to the mean
+    Xk = torch.rand(3, 17, 4, generator=torch.Generator().manual_seed(1), dtype=F64)
+    C1 = torch.rand(3, 1, 4, generator=torch.Generator().manual_seed(2), dtype=F64)
+    out = _model(4, 1, **opts)(Xk, C1, steps=2)
+    torch.testing.assert_close(out.centers[:, 1], Xk.mean(dim=1, keepdim=True), rtol=0, atol=1e-15)
+    torch.testing.assert_close(out.centers[:, 2], out.centers[:, 1], rtol=0, atol=1e-15)
+    assert torch.equal(out.assignments, torch.ones(3, 17, 1, dtype=F64))
+    # n = k, centres on the points: every point is its own cluster, nothing moves
+    Xn = torch.rand(2, 5, 3, generator=torch.Generator().manual_seed(3), dtype=F64)
+    Cn = Xn[:, torch.tensor([3, 0, 4, 1, 2])]
+    out = _model(3, 5, **opts)(Xn, Cn, steps=4)
+    assert torch.equal(out.centers, Cn.unsqueeze(1).expand(2, 5, 5, 3))
+    assert torch.equal(out.objective, torch.zeros(2, 5, dtype=F64))
+    # zero steps: the initial centres
+    out = _model(3, 5, **opts)(Xn, Cn, steps=0)
+    assert out.centers.shape == (2, 1, 5, 3) and out.assignments is None
+
+
+# ----------------------------------------------------------------------------- self-attention in the limit
+@pytest.mark.parametrize("attention", ["euclidean", "dot"])
+def test_closed_form_hard_self_attention_equals_dense_with_duplicate_points(attention):
+    g = torch.Generator().manual_seed(4)
+    base = torch.rand(6, 12, 2, generator=g, dtype=F64)
+    X = torch.cat([base, base[:, :5]], dim=1)  # 5 points appear twice
+    C0 = kmtlib.init_centers(base, 3, generator=g)
+    ref = kmtlib.lloyd(X, C0, 6)
+    keep = _margins(X, ref.centers) >= MARGIN
+    X, C0 = X[keep], C0[keep]
+    assert len(X) >= 3
+    closed = _model(2, 3, attention=attention)
+    dense = _model(2, 3, attention=attention)
+    dense.layer.limit_self_attention = "dense"
+    a, b = closed(X, C0, steps=6), dense(X, C0, steps=6)
+    assert torch.equal(a.centers, b.centers) and torch.equal(a.assignments, b.assignments)
+    torch.testing.assert_close(a.centers, kmtlib.lloyd(X, C0, 6).centers, rtol=0, atol=TOL)
+    # the dense SAX attention matrix averages over the copies of each point
+    P, _ = closed.embedding.embed(X, C0)
+    W = closed.layer.blocks["SAX"].weights(P)
+    same = (X.unsqueeze(2) == X.unsqueeze(1)).all(-1).to(F64)
+    torch.testing.assert_close(W, same / same.sum(-1, keepdim=True), rtol=0, atol=1e-15)
+
+
+# ----------------------------------------------------------------------------- equivariance
+@pytest.mark.parametrize("name", ["2.1-linear", "2.1-euclidean", "2.2-dot"])
+def test_permutation_equivariance(batches, name):
+    b = batches[4]  # n=30, d=3, k=5, T=15
+    d, k = b.X.shape[-1], b.C0.shape[1]
+    model = _model(d, k, **LIMIT_MODELS[name])
+    out = model(b.X, b.C0, steps=b.steps)
+    g = torch.Generator().manual_seed(5)
+    pp = torch.randperm(b.X.shape[1], generator=g)
+    out_p = model(b.X[:, pp], b.C0, steps=b.steps)
+    torch.testing.assert_close(out_p.centers, out.centers, rtol=0, atol=TOL)
+    assert torch.equal(out_p.labels, out.labels[:, pp])
+    pc = torch.randperm(k, generator=g)
+    out_c = model(b.X, b.C0[:, pc], steps=b.steps)
+    torch.testing.assert_close(out_c.centers, out.centers[:, :, pc], rtol=0, atol=TOL)
+    assert torch.equal(out_c.assignments, out.assignments[:, :, pc])
+
+
+# ----------------------------------------------------------------------------- finite gamma
+@pytest.mark.parametrize(
+    "options", [dict(), dict(self_attention="identity"), dict(attention="dot")], ids=["default", "authors", "dot"]
+)
+def test_finite_gamma_gap_shrinks_as_gamma_grows(options):
+    X = kmtlib.sample_tasks(48, 60, 2, 4, generator=3, dtype=F64)
+    C0 = kmtlib.init_centers(X, 4, generator=4)
+    ref = kmtlib.lloyd(X, C0, 10).objective[:, -1].log()
+    gaps = []
+    for gamma in (1.0, 10.0, 100.0, 1e4):
+        out = _model(2, 4, gamma=gamma, **options)(X, C0, steps=10)
+        assert torch.isfinite(out.centers).all()
+        gaps.append((out.objective[:, -1].log() - ref).abs().mean().item())
+        if gamma <= 100:
+            # soft assignments: not one-hot, still distributions over the centres
+            assert ((out.assignments > 0) & (out.assignments < 1)).any()
+            torch.testing.assert_close(out.assignments.sum(-1), torch.ones(48, 60, dtype=F64), rtol=0, atol=1e-9)
+    assert all(a > b for a, b in zip(gaps, gaps[1:])), f"gaps {gaps} do not shrink"
+    assert gaps[0] > 0.1 and gaps[-1] < 5e-3
+
+
+def test_fully_softmax_model_needs_a_large_gamma():
+    X = kmtlib.sample_tasks(16, 40, 2, 3, generator=6, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=7)
+    ref = kmtlib.lloyd(X, C0, 5)
+    soft = _model(2, 3, gamma=1e9, centre_update="attention", self_attention="attention")
+    assert all(b.gamma == 1e9 and b.map == "softmax" for b in soft.layer.blocks.values())
+    out = soft(X, C0, steps=5)
+    torch.testing.assert_close(out.centers, ref.centers, rtol=0, atol=1e-6)
+    weak = _model(2, 3, gamma=1.0, centre_update="attention")(X, C0, steps=5)
+    assert (weak.centers - ref.centers).abs().max() > 1e-2
+    split = _model(2, 3, gamma=1e4, centre_update="attention", reset_gamma=1e12)
+    assert split.layer.blocks["SAX"].gamma == 1e12 and split.layer.blocks["CAX"].gamma == 1e4
+
+
+def test_huge_gamma_on_large_scale_data_is_stable():
+    X = kmtlib.sample_tasks(8, 50, 3, 4, generator=8, dtype=F64) * 1e3
+    C0 = kmtlib.init_centers(X, 4, generator=9)
+    for opts in (dict(), dict(centre_update="attention"), dict(attention="dot")):
+        out = _model(3, 4, gamma=1e8, **opts)(X, C0, steps=5)
+        assert torch.isfinite(out.centers).all() and torch.isfinite(out.assignments).all()
+        torch.testing.assert_close(out.centers, kmtlib.lloyd(X, C0, 5).centers, rtol=1e-9, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- weights, config, persistence
+@pytest.mark.parametrize("attention", ["euclidean", "dot"])
+def test_weights_are_inspectable_and_the_theorems(attention):
+    d, k = 3, 4
+    model = KMeansTransformer.from_theorem(d, k, attention=attention)
+    W = theorem_weights(d, k, attention)
+    D = d + k + (2 if attention == "dot" else 0)
+    assert model.width == D
+    assert isinstance(model.layer, TheoremLayer)
+    assert tuple(model.layer.blocks) == BLOCK_NAMES
+    for name in BLOCK_NAMES:
+        block = model.layer.blocks[name]
+        assert isinstance(block, AttentionBlock)
+        for m in "QKV":
+            assert getattr(block, m).shape == (D, D)
+            assert torch.equal(getattr(block, m).to(F64), W[name][m])
+            assert f"layer.blocks.{name}.{m}" in model.state_dict()
+    assert list(model.parameters()) == []  # fixed weights: buffers, not parameters
+    data, ids = torch.zeros(D), torch.zeros(D)
+    data[:d], ids[d : d + k] = 1, 1
+    assert torch.equal(W["CAX"]["Q"].diagonal()[: d], data[:d].to(F64))
+    assert torch.equal(W["CAX"]["V"], torch.diag(ids).to(F64)) and torch.equal(W["SAX"]["V"], -W["CAX"]["V"])
+    assert torch.equal(W["CAC"]["Q"], torch.diag(ids).to(F64))
+    if attention == "euclidean":
+        assert torch.equal(W["SAC"]["V"], -torch.diag(data).to(F64))
+        assert isinstance(model.embedding, OneHotEmbedding) and model.layer.ffn is None
+    else:
+        assert isinstance(model.embedding, NormAugmentedEmbedding) and model.layer.ffn is not None
+        assert W["CAX"]["Q"][d + k, d + k + 1] == -0.5 and W["CAX"]["K"][d + k, d + k] == 1
+        # q.k = x.c - ||c||^2 / 2 on norm-augmented tokens
+        x, c = torch.randn(1, 1, d, dtype=F64), torch.randn(1, k, d, dtype=F64)
+        P, C = model.embedding.embed(x, c)
+        q, kk = P @ W["CAX"]["Q"].T, C @ W["CAX"]["K"].T
+        torch.testing.assert_close(q @ kk.transpose(1, 2), x @ c.transpose(1, 2) - (c * c).sum(-1).unsqueeze(1) / 2)
+        # the FFN writes ||c||^2 into the norm coordinate
+        h = torch.randn(2, 5, D, dtype=F64)
+        out = model.layer.ffn.to(F64)(h)
+        torch.testing.assert_close(out[..., d + k], (h[..., :d] ** 2).sum(-1))
+        assert torch.equal(out[..., : d + k], torch.zeros(2, 5, d + k, dtype=F64))
+
+
+def test_config_is_plain_and_save_load_round_trip(tmp_path):
+    model = KMeansTransformer.from_theorem(2, 3, gamma=50.0, attention="dot", self_attention="identity").to(F64)
+    kwargs = model.config["kwargs"]
+    assert model.config["builder"] == "from_theorem"
+    assert kwargs == dict(d=2, k=3, gamma=50.0, attention="dot", centre_update="linear",
+                          self_attention="identity", reset_gamma=None)
+    assert all(v is None or isinstance(v, (int, float, str)) for v in kwargs.values())
+    path = model.save(tmp_path / "m.pt")
+    loaded = load_model(path)
+    X = kmtlib.sample_tasks(4, 20, 2, 3, generator=10, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=11)
+    assert torch.equal(loaded(X, C0, steps=3).centers, model(X, C0, steps=3).centers)
+    assert build_theorem_model(KMeansTransformer, **kwargs).config == model.config
+
+
+def test_changed_weights_take_effect():
+    X = kmtlib.sample_tasks(2, 30, 2, 3, generator=12, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=13)
+    model = _model(2, 3)
+    before = model(X, C0, steps=2).centers
+    model.layer.blocks["CAC"].V.mul_(0.5)  # halve the value of the centre update
+    after = model(X, C0, steps=2).centers
+    assert not torch.allclose(after, before)
+    torch.testing.assert_close(after[:, 1], 0.5 * kmtlib.lloyd(X, C0, 1).centers[:, 1], rtol=0, atol=1e-15)
+
+
+def test_attention_maps_for_plots():
+    X = kmtlib.sample_tasks(2, 10, 2, 3, generator=14, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=15)
+    model = _model(2, 3)
+    P, C = model.embedding.embed(X, C0)
+    maps = model.layer.attention_maps(P, C)
+    assert {m: tuple(w.shape) for m, w in maps.items()} == {
+        "CAX": (2, 10, 3), "SAX": (2, 10, 10), "CAC": (2, 3, 10), "SAC": (2, 3, 3)}
+    for w in maps.values():
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2], dtype=F64), rtol=0, atol=1e-15)
+    assert torch.equal(maps["SAX"], torch.eye(10, dtype=F64).expand(2, 10, 10))
+    onehot = torch.nn.functional.one_hot(nearest_center(X, C0), 3).to(F64)
+    assert torch.equal(maps["CAX"], onehot)
+
+
+# ----------------------------------------------------------------------------- evaluation paths
+@pytest.mark.parametrize(
+    "options",
+    [dict(), dict(centre_update="attention"), dict(attention="dot"), dict(gamma=30.0, centre_update="attention"),
+     dict(gamma=30.0, attention="dot", centre_update="attention"), dict(gamma=30.0, self_attention="identity")],
+)
+def test_fast_path_matches_the_reference_formulas_and_autograd(options):
+    # the fast path runs without autograd (inference_mode / no_grad / inputs without grad); with a
+    # gradient the blocks use the plain formulas: both give the same numbers, in any order of calls
+    X = kmtlib.sample_tasks(4, 40, 2, 3, generator=18, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=19)
+    model = _model(2, 3, **options)
+    with torch.inference_mode():
+        first = model(X, C0, steps=4).centers.clone()
+    Xg = X.clone().requires_grad_(True)
+    graded = model(Xg, C0, steps=4)
+    graded.centers.sum().backward()
+    assert torch.isfinite(Xg.grad).all() and Xg.grad.abs().sum() > 0
+    torch.testing.assert_close(graded.centers.detach(), first, rtol=0, atol=1e-14)
+    with torch.no_grad():
+        assert torch.equal(model(X, C0, steps=4).centers, first)
+    assert torch.equal(model(X, C0, steps=4).centers, first)
+    # the attention matrices handed out for plots are those the layer applies
+    P, C = model.embedding.embed(X, C0)
+    maps = model.layer.attention_maps(P, C)
+    P1, C1 = model.layer(P, C)
+    blocks = model.layer.blocks
+    inc = blocks["CAX"](P, C) + blocks["SAX"](P, P)
+    torch.testing.assert_close(P1, P + inc, rtol=0, atol=1e-15)
+    torch.testing.assert_close(blocks["CAX"](P, C), maps["CAX"] @ (C @ blocks["CAX"].V.T), rtol=0, atol=1e-14)
+    torch.testing.assert_close(blocks["SAX"](P, P), maps["SAX"] @ (P @ blocks["SAX"].V.T), rtol=0, atol=1e-14)
+    torch.testing.assert_close(C1 - C, (blocks["CAC"](C, P1) + blocks["SAC"](C, C)) + (
+        model.layer.ffn(C1) if model.layer.ffn is not None else 0), rtol=0, atol=1e-12)
+
+
+def test_model_built_under_inference_mode():
+    X = kmtlib.sample_tasks(2, 20, 2, 3, generator=22, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=23)
+    with torch.inference_mode():
+        model = _model(2, 3, attention="dot")
+        out = model(X, C0, steps=3)
+        model.layer.blocks["CAC"].V.mul_(0.5)  # (no version counter on inference tensors: still seen)
+        halved = model(X, C0, steps=1)
+    torch.testing.assert_close(out.centers, kmtlib.lloyd(X, C0, 3).centers, rtol=0, atol=TOL)
+    torch.testing.assert_close(halved.centers[:, 1], 0.5 * kmtlib.lloyd(X, C0, 1).centers[:, 1], rtol=0, atol=1e-15)
+
+
+def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
+    X = kmtlib.sample_tasks(3, 25, 2, 3, generator=20, dtype=F64)
+    C0 = kmtlib.init_centers(X, 3, generator=21)
+    model = _model(2, 3)
+    results = [model(X, C0 * s, steps=4) for s in (1.0, 0.9, 1.1, 0.8, 1.2, 0.7)]
+    kept = [r.assignments.clone() for r in results]
+    for s in (1.3, 0.6):
+        model(X, C0 * s, steps=6)
+    assert all(torch.equal(r.assignments, a) for r, a in zip(results, kept))
+    P, C = model.embedding.embed(X, C0)
+    chain = [(P, C)]
+    for _ in range(5):
+        chain.append(model.layer(*chain[-1]))
+    copies = [p.clone() for p, _ in chain]
+    for _ in range(3):
+        model.layer(*chain[-1])
+    assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
+    model.layer.release_memory()
+
+
+# ----------------------------------------------------------------------------- errors
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(attention="cosine"), ValueError, "attention"),
+        (dict(gamma=0), ValueError, "gamma"),
+        (dict(gamma=-1.0), ValueError, "gamma"),
+        (dict(gamma=float("nan")), ValueError, "gamma"),
+        (dict(gamma="1e4"), TypeError, "gamma"),
+        (dict(centre_update="mean"), ValueError, "centre_update"),
+        (dict(self_attention="none"), ValueError, "self_attention"),
+        (dict(self_attention="identity", reset_gamma=1e6), ValueError, "reset_gamma"),
+        (dict(reset_gamma=0.0), ValueError, "reset_gamma"),
+        (dict(d=0), ValueError, "d"),
+        (dict(k=2.5), TypeError, "k"),
+    ],
+)
+def test_bad_options_raise_clear_errors(kwargs, error, match):
+    args = dict(d=2, k=3)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        KMeansTransformer.from_theorem(**args)
+
+
+def test_bad_inputs_raise_clear_errors():
+    model = _model(2, 3)
+    X = torch.rand(2, 10, 2, dtype=F64)
+    with pytest.raises(ValueError, match="d=2"):
+        model(torch.rand(2, 10, 3, dtype=F64), torch.rand(2, 3, 3, dtype=F64))
+    with pytest.raises(ValueError, match="k=3"):
+        model(X, X[:, :2])
+    with pytest.raises(TypeError, match="float32.*float64|model.to"):
+        KMeansTransformer.from_theorem(2, 3).to(torch.float32)(X, X[:, :3])
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        KMeansTransformer.from_theorem(2, 3, temperature=3.0)
+
+
+# ----------------------------------------------------------------------------- CUDA
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("options", [dict(), dict(centre_update="attention"), dict(attention="dot"),
+                                     dict(gamma=100.0), dict(gamma=1e4, centre_update="attention")])
+def test_cuda_equals_cpu(options):
+    X = kmtlib.sample_tasks(64, 80, 3, 5, generator=16, dtype=F64)
+    C0 = kmtlib.init_centers(X, 5, generator=17)
+    model = KMeansTransformer.from_theorem(3, 5, **options).to(F64)
+    cpu = model(X, C0, steps=10)
+    gpu = model.to("cuda")(X.cuda(), C0.cuda(), steps=10)
+    torch.testing.assert_close(gpu.centers.cpu(), cpu.centers, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(gpu.assignments.cpu(), cpu.assignments, rtol=1e-9, atol=1e-9)
