@@ -35,6 +35,136 @@ def check_01(m: Metrics) -> None:
     assert {"lloyd_rule_mean_t20", "lloyd_rule_keep_t20", "lloyd_rule_random_t20"} <= set(m)
 
 
+def check_02(m: Metrics) -> None:
+    assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
+    assert set(m["figures"]) == {"fig-theorem21-weights", "fig-empty-and-tie", "fig-numerical-validation"}
+    # Theorem 2.1: the limit models are Lloyd (empty cluster -> mean of all points) on tie-free tasks.
+    assert m["exact_tasks"] >= 20 and m["exact_tasks_with_empty"] >= 1
+    for form in ("linear", "attention", "identity", "dense"):
+        assert m[f"exact_max_centre_diff_{form}"] <= 1e-10, form
+    assert m["exact_max_objective_diff"] <= 1e-9 and m["exact_same_labels"] is True
+    assert m["exact_other_rule_diff_keep"] > 0.1  # the rule matters once a cluster empties
+    # The crafted edge cases.
+    assert m["empty_case_centre"] == 5.5
+    assert np.allclose(m["tie_case_lloyd"], [0.5, 2.0]) and np.allclose(m["tie_case_attention"], [0.0, 2.0])
+    assert np.allclose(m["tie_case_linear"], [1 / 3, 5 / 3])
+    # Paper Fig. 3 at gamma = 1e4 with the authors' shortcuts: close to Lloyd in both formats.
+    T = m["param_layers"]
+    assert len(m["fig3_lloyd_log_objective"]) == len(m["fig3_transformer_log_objective_f64"]) == T + 1
+    assert _non_increasing(m["fig3_lloyd_log_objective"], tol=1e-12)
+    assert m["fig3_max_gap_f64"] < 0.05 and m["fig3_max_gap_f32"] < 0.05 and m["fig3_draws_max_gap_f64"] < 0.05
+    for fmt in ("float64", "float32"):
+        assert m[f"fig3_{fmt}_exact"] <= m[f"fig3_{fmt}_int_cast"] <= m[f"fig3_{fmt}_near_1e6"] <= m["fig3_n"], fmt
+    assert m["fig3_float64_exact"] <= m["fig3_float32_exact"], "float32 underflows sooner"
+    # Soft-max in every block needs a far larger gamma than the authors' model.
+    assert m["fig3_full_softmax_gap_1000x"] < m["fig3_full_softmax_gap"]
+    assert m["fig3_full_softmax_gap"] > m["fig3_max_gap_f64"]
+
+
+def check_03(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma"}
+    runs = len(m["sweep_d"]) * len(m["sweep_k"]) * len(m["sweep_n"]) * len(m["sweep_scales"]) * len(m["sweep_gammas"])
+    assert m["sweep_runs"] == runs
+    # The mean gap over the grid shrinks as gamma grows (gamma = 1, 10, 100).
+    gaps = m["sweep_mean_gap"]
+    assert len(gaps) == 3 and gaps[0] > gaps[1] > gaps[2]
+    # The curves: far from Lloyd at gamma = 1, exact to rounding at gamma = 1e8, for every form.
+    assert len(m["curve_gammas"]) == m["param_curve_gammas"]
+    for form in ("authors", "softcac", "full"):
+        assert m[f"curve_gap_{form}"][0] > 0.1, form
+        assert m[f"curve_max_gap_{form}"][-1] < 1e-6, form
+    assert m["curve_gamma_1e6_full"] >= m["curve_gamma_1e6_authors"]
+
+
+def check_04(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-theorem22-weights", "fig-dot-validation"}
+    # Theorem 2.2 (reconstruction): the limit models are Lloyd and keep the norm coordinate right.
+    assert m["exact_tasks"] >= 20 and m["exact_tasks_with_empty"] >= 1
+    for form in ("linear", "attention", "identity", "dense"):
+        assert m[f"exact_max_centre_diff_dot_{form}"] <= 1e-10, form
+    assert m["exact_max_norm_coordinate_error"] <= 1e-10 and m["exact_max_diff_theorem21"] <= 1e-10
+    assert m["limit_dot_max_gap"] <= 1e-10
+    # Finite gamma: the authors' form equals the Euclidean model; a soft-max centre update does not.
+    assert m["curve_dot_vs_euclidean_authors"] <= 1e-8
+    assert m["curve_dot_vs_euclidean_softcac"] > 1e-6
+    for att in ("euclidean", "dot"):
+        for form in ("authors", "softcac", "full"):
+            assert m[f"curve_gap_{att}_{form}"][-1] < 1e-6, (att, form)
+    # Without the feed-forward block the first layer is still right, later ones are not.
+    no_ffn = m["no_ffn_mean_gap"]
+    assert abs(no_ffn[0]) < 1e-12 and abs(no_ffn[1]) < 1e-10 and max(no_ffn[2:]) > 0.05
+
+
+def _finite(curve) -> bool:
+    return bool(np.all(np.isfinite(np.asarray(curve, dtype=float))))
+
+
+def check_05(m: Metrics) -> None:
+    assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
+    assert len(m["live_val_rel_objective"]) == 3  # steps 0, 10, 20
+    assert set(m["figures"]) == {"fig-smoothed-bound", "fig-live-training", "fig-live-multistep",
+                                 "fig-shipped-training", "fig-main-result"}
+    # The smoothed loss bounds the objective from above and tightens as the inverse temperature grows.
+    assert m["bound_min_ratio"] >= 1 - 1e-9
+    for i in range(3):
+        curve = m[f"bound_mean_ratio_{i}"]
+        assert _non_increasing(curve, tol=1e-9) and curve[-1] < 1.01, i
+    # The live run: finite logs; model and Lloyd start from the same centres.
+    assert _finite(m["live_train_loss"]) and _finite(m["live_val_rel_objective"])
+    steps = m["param_steps"]
+    for key in ("live_model_log_objective", "live_lloyd_log_objective", "main_model_median", "main_lloyd_median"):
+        assert len(m[key]) == steps + 1 and _finite(m[key]), key
+    assert abs(m["live_model_log_objective"][0] - m["live_lloyd_log_objective"][0]) < 1e-5
+    assert _non_increasing(m["live_lloyd_log_objective"], tol=1e-5)
+    # The shipped paper-configuration model beats Lloyd after 20 steps on the average.
+    assert m["main_n_seeds"] == 1, "the quick profile uses one shipped seed"
+    assert abs(m["main_model_median"][0] - m["main_lloyd_median"][0]) < 1e-5
+    assert _non_increasing(m["main_lloyd_median"], tol=1e-5)
+    assert m["main_model_median"][-1] < m["main_lloyd_median"][-1] - 0.05
+    assert m["main_model_t20"] < m["main_lloyd_t20"] and m["main_gap_t20"] > 0
+    assert all(r < 1 for r in m["shipped_final_val_rel_objective"])
+    assert np.isfinite(m["dropout_effect_t20"])
+
+
+def check_06(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-ablation-multistep", "fig-ablation-training"}
+    assert m["onehot_n_seeds"] >= 1 and m["none_n_seeds"] >= 1
+    for e in ("onehot", "none"):
+        assert _finite(m[f"{e}_model_median"]) and len(m[f"{e}_model_median"]) == m["param_steps"] + 1
+        assert abs(m[f"{e}_model_median"][0] - m[f"{e}_lloyd_median"][0]) < 1e-5
+    # Without the scratch coordinates the layer is worse, after one step and after all of them.
+    assert m["none_t20"] > m["onehot_t20"]
+    assert m["none_rel_objective_t1"] > m["onehot_rel_objective_t1"]
+    assert m["onehot_t20"] < m["lloyd_t20"]
+    # From the training logs: the width-d layer never beats one Lloyd step, the width-(d+k) layer does.
+    assert all(r > 1 for r in m["none_final_val_rel_objective"])
+    assert all(r < 1 for r in m["onehot_final_val_rel_objective"])
+
+
+def check_07(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-generalization-kmeanspp", "fig-generalization-n", "fig-generalization-families"}
+    assert m["n_seeds"] == 1
+    keys = [k[: -len("_model_median")] for k in m if k.endswith("_model_median")]
+    assert len(keys) == 10, keys
+    for key in keys:
+        model, lloyd = m[f"{key}_model_median"], m[f"{key}_lloyd_median"]
+        assert len(model) == m["param_steps"] + 1 and _finite(model) and _finite(lloyd), key
+        assert abs(model[0] - lloyd[0]) < 1e-5, key  # same initial centres
+        assert _non_increasing(lloyd, tol=1e-5), key
+    assert m["normal_n512_kmeanspp_lloyd_median"][0] < m["normal_n512_random_lloyd_median"][0] - 0.2
+    starts = [m[f"normal_n{n}_random_model_median"][0] for n in (128, 256, 512, 1024, 2048)]
+    assert starts == sorted(starts), "the objective is a sum over points"
+    # In its own training setting the shipped model beats Lloyd after 20 steps.
+    assert m["normal_n512_random_model_median"][-1] < m["normal_n512_random_lloyd_median"][-1] - 0.05
+    assert len(m["gap_t20"]) == 10 and 1 <= m["wins"] <= 10
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
+    "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
+    "03_temperature.md": ({}, check_03),
+    "04_dot_product_ffn.md": ({}, check_04),
+    "05_training.md": ({"live_steps": 20}, check_05),
+    "06_ablation_d_only.md": ({}, check_06),
+    "07_generalization.md": ({}, check_07),
 }

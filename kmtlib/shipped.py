@@ -1,0 +1,131 @@
+"""The trained weights shipped with the book: ``data/weights/<embedding>_seed<S>/``.
+
+Each run folder holds ``model.pt`` (the last weights, what the paper evaluates; read with
+:func:`kmtlib.transformer.load_model`), ``log.csv`` (the training log of :mod:`kmtlib.train`) and
+``manifest.json`` (command, configuration, versions, wall time). ``scripts/train_shipped.sh``
+trains them and ``scripts/ship_weights.py`` copies them here. The chapters use whatever runs are
+present and say how many seeds they used::
+
+    from kmtlib.shipped import require_runs
+    runs = require_runs("onehot")            # FileNotFoundError with instructions if none
+    models = [run.load() for run in runs]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .book import find_repo_root
+
+TRAIN_COMMAND = "scripts/train_shipped.sh"
+SHIP_COMMAND = "python scripts/ship_weights.py"
+
+
+def default_weights_dir() -> Path:
+    """``data/weights`` under the book's root (found from the working directory)."""
+    return find_repo_root() / "data" / "weights"
+
+
+@dataclass
+class ShippedRun:
+    """One finished training run: its folder, embedding, seed and manifest."""
+
+    folder: Path
+    embedding: str
+    seed: int
+    manifest: dict[str, Any] = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The training configuration (:class:`kmtlib.train.TrainConfig` fields)."""
+        return dict(self.manifest.get("config", {}))
+
+    @property
+    def model_path(self) -> Path:
+        return self.folder / "model.pt"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "log.csv"
+
+    def load(self, device: str | torch.device = "cpu"):
+        """The trained :class:`~kmtlib.KMeansTransformer` (in eval mode) on ``device``."""
+        from .transformer import load_model
+
+        return load_model(self.model_path, map_location=device).eval()
+
+    def log(self) -> list[dict[str, float | None]]:
+        """The rows of ``log.csv`` (see :func:`kmtlib.train.read_log`)."""
+        from .train import read_log
+
+        return read_log(self.log_path)
+
+
+def _seed_order(seed: int) -> tuple[int, int]:
+    from .train import PAPER_SEEDS
+
+    return (PAPER_SEEDS.index(seed), seed) if seed in PAPER_SEEDS else (len(PAPER_SEEDS), seed)
+
+
+def shipped_runs(
+    embedding: str | None = None,
+    weights_dir: str | os.PathLike | None = None,
+    **config: Any,
+) -> list[ShippedRun]:
+    """The finished runs under ``weights_dir`` (default ``data/weights``), in the order of the
+    paper's seed list.
+
+    Args:
+        embedding: keep only runs with this token embedding (``"onehot"`` or ``"none"``).
+        weights_dir: the folder holding ``<embedding>_seed<S>/`` run folders.
+        config: keep only runs whose training configuration has these values (e.g. ``d=32``).
+
+    A folder counts as a run when it holds ``model.pt``, ``log.csv`` and ``manifest.json``.
+    """
+    root = Path(weights_dir) if weights_dir else default_weights_dir()
+    runs = []
+    if root.is_dir():
+        for folder in sorted(root.glob("*_seed*")):
+            if not all((folder / f).is_file() for f in ("model.pt", "log.csv", "manifest.json")):
+                continue
+            manifest = json.loads((folder / "manifest.json").read_text())
+            cfg = manifest.get("config", {})
+            seed = int(manifest.get("seed", cfg.get("seed", -1)))
+            run = ShippedRun(folder, str(cfg.get("embedding")), seed, manifest)
+            if embedding is not None and run.embedding != embedding:
+                continue
+            if any(cfg.get(key) != value for key, value in config.items()):
+                continue
+            runs.append(run)
+    return sorted(runs, key=lambda r: (r.embedding, _seed_order(r.seed)))
+
+
+def require_runs(
+    embedding: str,
+    weights_dir: str | os.PathLike | None = None,
+    max_runs: int | None = None,
+    **config: Any,
+) -> list[ShippedRun]:
+    """Like :func:`shipped_runs` for one embedding, at most ``max_runs`` of them (the first in
+    the paper's seed order); raise ``FileNotFoundError`` with instructions when there is none."""
+    runs = shipped_runs(embedding, weights_dir, **config)
+    if not runs:
+        root = Path(weights_dir) if weights_dir else default_weights_dir()
+        wanted = ", ".join(f"{k}={v}" for k, v in config.items())
+        raise FileNotFoundError(
+            f"no finished training run with embedding {embedding!r}{' and ' + wanted if wanted else ''} under {root} "
+            f"(expected folders {embedding}_seed<S>/ holding model.pt, log.csv and manifest.json). "
+            f"Train them with {TRAIN_COMMAND} and copy them there with {SHIP_COMMAND}, or point the "
+            f"chapter parameter weights_dir at a folder of runs."
+        )
+    return runs[:max_runs] if max_runs else runs

@@ -1,0 +1,56 @@
+"""kmtlib.shipped: finding the trained runs the chapters evaluate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kmtlib import KMeansTransformer
+from kmtlib.shipped import require_runs, shipped_runs
+from kmtlib.train import LOG_COLUMNS, PAPER_SEEDS
+
+
+def _fake_run(root, embedding, seed, d=3, k=2, n=8, complete=True):
+    folder = root / f"{embedding}_seed{seed}"
+    folder.mkdir(parents=True)
+    KMeansTransformer.trainable(d, k, embedding=embedding, generator=seed % 1000).save(folder / "model.pt")
+    (folder / "log.csv").write_text(",".join(LOG_COLUMNS) + "\n0,,2.0,1.0,0.01,0.1\n50,3.0,0.9,0.8,0.01,1.0\n")
+    if complete:
+        config = {"d": d, "k": k, "n": n, "embedding": embedding, "seed": seed}
+        (folder / "manifest.json").write_text(json.dumps({"config": config, "seed": seed, "steps": 50}))
+    return folder
+
+
+def test_finds_complete_runs_in_paper_seed_order(tmp_path):
+    _fake_run(tmp_path, "onehot", PAPER_SEEDS[2])
+    _fake_run(tmp_path, "onehot", 7)
+    _fake_run(tmp_path, "onehot", PAPER_SEEDS[0])
+    _fake_run(tmp_path, "none", PAPER_SEEDS[1])
+    _fake_run(tmp_path, "onehot", PAPER_SEEDS[1], complete=False)  # still training: no manifest
+    runs = shipped_runs("onehot", tmp_path)
+    assert [r.seed for r in runs] == [PAPER_SEEDS[0], PAPER_SEEDS[2], 7]
+    assert [r.seed for r in shipped_runs("none", tmp_path)] == [PAPER_SEEDS[1]]
+    assert len(shipped_runs(None, tmp_path)) == 4
+    assert [r.seed for r in require_runs("onehot", tmp_path, max_runs=2)] == [PAPER_SEEDS[0], PAPER_SEEDS[2]]
+
+
+def test_run_loads_model_and_log(tmp_path):
+    _fake_run(tmp_path, "none", 5)
+    (run,) = shipped_runs("none", tmp_path, d=3, k=2)
+    model = run.load()
+    assert not model.training and model.width == 3
+    X = torch.rand(2, 8, 3)
+    assert model(X, X[:, :2], steps=2).objective.shape == (2, 3)
+    log = run.log()
+    assert [row["step"] for row in log] == [0, 50] and log[0]["train_loss"] is None
+    assert shipped_runs("none", tmp_path, d=4) == []
+
+
+def test_missing_runs_raise_with_instructions(tmp_path):
+    _fake_run(tmp_path, "onehot", 5)
+    with pytest.raises(FileNotFoundError, match="'none'.*train_shipped.sh.*ship_weights.py"):
+        require_runs("none", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no finished training run"):
+        require_runs("onehot", tmp_path / "absent")
