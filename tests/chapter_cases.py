@@ -159,6 +159,38 @@ def check_07(m: Metrics) -> None:
     assert len(m["gap_t20"]) == 10 and 1 <= m["wins"] <= 10
 
 
+def check_10(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-variant-soft", "fig-variant-spherical", "fig-variant-trimmed",
+                                 "fig-variant-robust", "fig-variant-kmedoids", "fig-variant-comparison"}
+    # Every circuit equals its reference (float64) and the references equal the peers.
+    assert m["soft_all_finite"] is True and m["soft_max_diff"] <= 1e-10 and m["soft_gamma1e8_vs_lloyd"] <= 1e-9
+    assert m["spherical_max_diff"] <= 1e-12
+    assert m["spherical_faiss_tasks"] >= 1 and m["spherical_faiss_max_diff"] <= 1e-5
+    assert m["trimmed_topk_max_diff"] <= 1e-12 and m["trimmed_normmax_max_diff"] <= 1e-12
+    assert m["trimmed_global_vs_trimkmeans"] <= 1e-10
+    assert 0 <= m["trimmed_topk_same_as_quantile"] <= m["param_n_tasks"]
+    # Each variant shows why it exists on its own data.
+    assert m["soft_centre_error"][0] > m["soft_lloyd_centre_error"]  # too soft: the centres merge
+    assert m["spherical_ari_circuit"] > m["spherical_ari_lloyd"]
+    assert m["trimmed_error_topk"] < m["trimmed_error_lloyd"]
+    # Robust: the sparse circuit is its reference; at a tiny inverse temperature it is Lloyd.
+    assert m["robust_max_diff"] <= 1e-10 and m["robust_tie_free_tasks"] >= 1
+    assert m["robust_small_beta_vs_lloyd"] <= 1e-9
+    assert m["robust_lloyd_error_component"] > 5 * m["robust_best_error_component"]
+    assert all(0 <= s <= 1 for s in m["robust_dropped_share"])
+    # k-medoids: same draws as the reference, centres are data points, tau = 0 is the alternating step.
+    assert m["kmedoids_bitwise_tasks"] == m["kmedoids_tasks"] and m["kmedoids_all_data_points"] is True
+    assert m["kmedoids_alternating_agree"] == m["kmedoids_alternating_tasks"]
+    assert m["kmedoids_gibbs_pvalue"] > 1e-4  # chi-square of the selection law (fails 1 time in 10 000)
+    assert m["kmedoids_nearest_point_distance_lloyd"] > 0 and m["kmedoids_nearest_point_distance_circuit"] == 0
+    lo = m["kmedoids_log_objective"]
+    assert lo["PAM (kmedoids.pam)"] <= lo["alternating (tau = 0)"] + 1e-9
+    names = m["comparison_variants"]
+    assert {"soft", "spherical", "trimmed", "robust", "kmedoids"} <= set(names)
+    for key in ("comparison_log_objective", "comparison_ARI", "comparison_centre_error"):
+        assert len(m[key]) == len(names) and _finite(m[key]), key
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
     "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
@@ -167,4 +199,5 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "05_training.md": ({"live_steps": 20}, check_05),
     "06_ablation_d_only.md": ({}, check_06),
     "07_generalization.md": ({}, check_07),
+    "10_variants.md": ({}, check_10),
 }

@@ -1,0 +1,208 @@
+"""Randomised k-medoids by hard Gumbel attention: the Theorem 2.1 circuit whose centre update
+selects one data point per cluster.
+
+The change (this book's construction; the paper names "Gumbel attention" and "randomized
+k-medoids" only, notes/paper.md section 9)::
+
+    CAX, SAX   as in Theorem 2.1: y_i <- e_{a(i)}, a(i) = argmin_j ||x_i - c_j||^2
+    CAC        two heads in sequence over the updated point tokens, restricted to the members of
+               cluster j (the lam -> infinity mask of kmtlib.variants.robust):
+               (mean)   m_j = sum_i y_ij x_i / n_j,  n_j = sum_i y_ij      (Theorem 2.1's own
+                        centre update; n_j is its normaliser)
+               (select) s_ji = -n_j ||x_i - m_j||^2   (Euclidean attention of the mean over the
+                        points, scaled by the count), and hard Gumbel attention:
+                        c_j <- x_{i*},  i* = argmax_{i in cluster j} ( s_ji / tau + g_ji ),
+                        g_ji ~ Gumbel(0, 1)
+    SAC        the reset, as in Theorem 2.1 (added before CAC's output, see below)
+
+Why these scores: the medoid cost of a candidate ``x_i`` for cluster ``j`` (the sum of squared
+distances from it to the cluster's points) is
+
+    cost_j(i) = sum_l y_lj ||x_i - x_l||^2 = n_j ||x_i - m_j||^2 + sum_l y_lj ||x_l - m_j||^2,
+
+and the last sum does not depend on ``i``: ``s_ji = -cost_j(i) + const_j``, an O(nk) score
+instead of the O(n^2) pairwise sum. By the Gumbel-max trick the selected point is a draw from
+
+    P(c_j <- x_i) = exp(-cost_j(i) / tau) / sum_{l in cluster j} exp(-cost_j(l) / tau):
+
+a Gibbs law on the k-medoids loss of the cluster, with temperature ``tau`` in the loss's own
+units (squared distance). ``tau = 0`` (the default) is the deterministic limit: the member of
+least medoid cost, i.e. the alternating ("Voronoi iteration") k-medoids step with squared
+Euclidean dissimilarities, as ``kmedoids.alternating``; ``tau > 0`` also accepts worse medoids,
+more often the larger ``tau``.
+
+Ties at ``tau = 0``: a two-point cluster always has one (both points cost the distance between
+them), so the rule matters: the member nearest to the current centre wins (the current medoid
+itself when the centre is a data point, which is what ``kmedoids.alternating`` keeps), then the
+lowest index. Rounding in ``s_ji`` would split such ties at random, so at ``tau = 0`` the layer
+re-scores the :data:`EXACT_CANDIDATES` members of highest ``s_ji`` by the left-hand side,
+``-sum_l y_lj ||x_i - x_l||^2`` with every squared distance taken from the difference of the two
+points (the two costs of a pair are then bitwise equal), and decides among them. (Ties among more
+than that many members, which needs duplicate points, are decided among the candidates only.)
+At ``tau > 0`` ties have probability 0 and the scores ``s_ji`` are used as they are.
+
+Every centre after a step is a data point, **exactly**: the selection is a one-hot weight
+vector (products with 0 and 1 are exact), and the residual stream adds the reset first,
+``(c_j - c_j) + x_{i*} = x_{i*}``, where the theorem's order ``(c_j + x_{i*}) - c_j`` would
+round.
+
+Empty clusters: with every member penalty equal, the mask drops out of the (shift-invariant)
+scores, so an empty cluster selects among **all** points by their medoid cost over all points
+(the medoid of the task at ``tau = 0``); the analogue of Theorem 2.1's "mean of all points".
+
+Randomness: the layer draws its Gumbel noise from its own ``torch.Generator``, seeded with
+``seed`` on the data's device at first use; ``model.layer.manual_seed(s)`` restarts it and
+``model.layer.generator = g`` supplies one. Each step at ``tau > 0`` draws one standard Gumbel
+tensor of shape (B, k, n) (:func:`kmtlib.attention.standard_gumbel`), whatever the masks, so that
+:func:`kmtlib.reference.randomised_kmedoids` with an equal generator makes the same draws.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import torch
+
+from .._checks import check_int
+from ..attention import euclidean_scores, gumbel_max_attention
+from ._circuit import CircuitLayer, reject_unknown, variant_model
+
+
+def check_tau(tau: object) -> float:
+    """``tau`` must be a finite number >= 0."""
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
+        raise TypeError(f"tau must be a real number >= 0, got {type(tau).__name__} {tau!r}")
+    tau = float(tau)
+    if not math.isfinite(tau) or tau < 0:
+        raise ValueError(f"tau must be a finite number >= 0 (0 is the deterministic k-medoids step), got {tau}")
+    return tau
+
+
+def cluster_members(assignment: torch.Tensor) -> torch.Tensor:
+    """Members (B, k, n) of every cluster from the assignment coordinates (B, n, k): the points
+    whose ``y_i`` is ``e_j`` (the lam -> infinity mask); an empty cluster's row is all True (the
+    mask is then the same for every point and drops out)."""
+    member = assignment.transpose(1, 2) == 1
+    return member | ~member.any(dim=-1, keepdim=True)
+
+
+EXACT_CANDIDATES = 4
+"""At ``tau = 0``, how many members of highest score per cluster are re-scored exactly."""
+
+
+def medoid_scores(X: torch.Tensor, member: torch.Tensor) -> torch.Tensor:
+    """``s_ji = -n_j ||x_i - m_j||^2`` (B, k, n) on members, ``-inf`` elsewhere: minus the medoid
+    cost of every candidate up to a constant per cluster (module documentation)."""
+    weights = member.to(X.dtype)
+    counts = weights.sum(dim=-1, keepdim=True)  # n_j >= 1
+    means = torch.bmm(weights, X) / counts  # Theorem 2.1's centre update
+    scores = euclidean_scores(means, X) * counts  # -n_j ||m_j - x_i||^2
+    return scores.masked_fill(~member, -math.inf)
+
+
+def exact_costs(X: torch.Tensor, member: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """``cost_j(i) = sum_l member_jl ||x_i - x_l||^2`` (B, k, r) for the candidate indices
+    (B, k, r), each squared distance accumulated coordinate by coordinate from the differences."""
+    B, n, d = X.shape
+    k, r = candidates.shape[1:]
+    cand = torch.gather(X, 1, candidates.reshape(B, k * r, 1).expand(B, k * r, d)).view(B, k, r, d)
+    sq = X.new_zeros(B, k, r, n)
+    for c in range(d):  # (a loop over coordinates, not points)
+        diff = cand[..., c].unsqueeze(-1) - X[..., c].view(B, 1, 1, n)
+        sq.addcmul_(diff, diff)
+    return (sq * member.to(X.dtype).unsqueeze(2)).sum(-1)
+
+
+class GumbelMedoidLayer(CircuitLayer):
+    """The randomised k-medoids layer (module documentation): Theorem 2.1's assignment and resets,
+    a Gumbel-max selection of one member per cluster as the centre update."""
+
+    def __init__(self, d: int, k: int, *, tau: float = 0.0, seed: int = 0) -> None:
+        tau = check_tau(tau)
+        super().__init__(d, k, centre_scores="masked_euclidean", centre_map="gumbel",
+                         centre_gamma=math.inf if tau == 0 else 1.0 / tau)
+        self.tau = tau
+        self.seed = check_int("seed", seed, minimum=0)
+        self._generator: torch.Generator | None = None
+
+    def extra_repr(self) -> str:
+        return (
+            f"d={self.d}, k={self.k}, CAX=euclidean hardmax, "
+            f"CAC=medoid cost + Gumbel-max (tau={self.tau}), seed={self.seed}"
+        )
+
+    # ------------------------------------------------------------------ randomness
+    def manual_seed(self, seed: int) -> None:
+        """Restart the noise from ``seed`` (a fresh generator on the data's device at next use)."""
+        self.seed = check_int("seed", seed, minimum=0)
+        self._generator = None
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator the next step draws from (None until first use)."""
+        return self._generator
+
+    @generator.setter
+    def generator(self, g: torch.Generator) -> None:
+        if not isinstance(g, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(g).__name__}")
+        self._generator = g
+
+    def _generator_on(self, device: torch.device) -> torch.Generator:
+        g = self._generator
+        if g is not None and torch.device(g.device).type != device.type:
+            raise ValueError(f"the layer's generator lives on {g.device} but the tokens are on {device}; "
+                             "set model.layer.generator or call model.layer.manual_seed(seed)")
+        if g is None:
+            g = self._generator = torch.Generator(device=device)
+            g.manual_seed(self.seed)
+        return g
+
+    # ------------------------------------------------------------------ blocks
+    def centre_weights(self, centre_tokens: torch.Tensor, point_tokens: torch.Tensor) -> torch.Tensor:
+        """CAC's attention matrix (B, k, n): one-hot on the selected member of each cluster
+        (each call draws fresh noise when tau > 0)."""
+        X, C = point_tokens[..., : self.d], centre_tokens[..., : self.d]
+        member = cluster_members(point_tokens[..., self.d :])
+        scores = medoid_scores(X, member)  # (B, k, n)
+        if self.tau > 0:
+            return gumbel_max_attention(scores, self.centre_gamma, generator=self._generator_on(X.device))
+        # tau = 0: re-score the best few members exactly (ties, module documentation), in index order
+        r = min(EXACT_CANDIDATES, X.shape[1])
+        candidates = scores.topk(r, dim=-1).indices.sort(dim=-1).values  # (B, k, r)
+        valid = torch.gather(member, -1, candidates)
+        exact = (-exact_costs(X, member, candidates)).masked_fill(~valid, -math.inf)
+        flat = candidates.flatten(1).unsqueeze(-1).expand(-1, -1, self.d)
+        cand = torch.gather(X, 1, flat).view(*candidates.shape, self.d)
+        nearness = -((cand - C.unsqueeze(2)) ** 2).sum(-1)  # tie-break: -||x_i - c_j||^2
+        pick = gumbel_max_attention(exact, math.inf, tiebreak=nearness).argmax(dim=-1, keepdim=True)  # (B, k, 1)
+        index = torch.gather(candidates, -1, pick)
+        return torch.zeros_like(scores).scatter_(-1, index, 1.0)
+
+    def forward(self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = self.d
+        w = self.assignment_weights(point_tokens, centre_tokens)
+        y_old = point_tokens[..., d:]
+        points = torch.cat([point_tokens[..., :d], (y_old - y_old) + w], dim=-1)  # SAX reset, then CAX
+        v = self.centre_weights(centre_tokens, points)
+        c_old = centre_tokens[..., :d]
+        centres = torch.cat([(c_old - c_old) + torch.bmm(v, points[..., :d]), centre_tokens[..., d:]], dim=-1)
+        return points, centres
+
+
+def build(cls: type, d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unknown: Any):
+    """``KMeansTransformer.from_variant("kmedoids", d, k, tau=0.0, seed=0)``.
+
+    Args:
+        d, k: data dimension and number of centres.
+        tau: Gumbel temperature in squared-distance units (>= 0); 0 is the deterministic
+            alternating k-medoids step.
+        seed: seed of the layer's generator (see the module documentation).
+    """
+    reject_unknown("kmedoids", unknown)
+    d = check_int("d", d, minimum=1)
+    k = check_int("k", k, minimum=1)
+    layer = GumbelMedoidLayer(d, k, tau=tau, seed=seed)
+    return variant_model(cls, name="kmedoids", d=d, k=k, layer=layer, kwargs={"tau": layer.tau, "seed": layer.seed})

@@ -1,0 +1,108 @@
+"""Robust k-means by sparse attention: the Theorem 2.1 circuit with sparsemax (or alpha-entmax)
+in the centre update.
+
+The change (this book's construction; the paper names "sparse attention" and the authors' code
+has a sparsemax baseline, notes/paper.md section 9)::
+
+    CAX, SAX   as in Theorem 2.1: y_i <- e_{a(i)}, a(i) = argmin_j ||x_i - c_j||^2
+    CAC        c_j <- sum_i w_ji x_i,   w_j = entmax_alpha( beta * s_j ),
+               s_ji = -||x_i - c_j||^2 - lam ||y_i - e_j||^2,   lam -> infinity
+    SAC        the reset, as in Theorem 2.1
+
+The score is Euclidean attention of the centre token ``[c_j; e_j]`` over the updated point
+tokens ``[x_i; y_i]`` with ``Q = K = diag(I_d, sqrt(lam) I_k)``. A one-hot ``y_i`` differs from
+``e_j`` by 0 or 2 in squared norm, so in the limit ``lam -> infinity`` the map sees the members
+of cluster ``j`` only, each scored by its squared distance to the **current** centre. Where soft-max
+would give every member some weight, sparsemax (``alpha = 2``) and entmax (``1 < alpha < 2``)
+give members far from the centre **exactly zero** weight: with sparsemax, member ``i`` keeps
+weight ``w_ji = beta (s_bar - ||x_i - c_j||^2) + 1/m`` over the support of ``m`` members whose
+distance is below the support mean ``s_bar`` plus ``1/(m beta)``, and is dropped beyond that.
+
+The score scale ``beta`` (``inv_temperature``):
+
+* default ``0.01 / sqrt(d)``, the authors' baseline ``rkm_iters``; on data rescaled to
+  ``[0, 1]^d`` this drops almost nothing in clusters of about 100 points (the drop threshold
+  ``1/(m beta)`` is of order ``sqrt(d)`` there), so it is close to Lloyd. Pass a larger value to
+  make the update robust; chapter 10 shows the sweep;
+* ``beta -> 0``: the weights tend to ``1/m`` on every member: **Lloyd's update exactly** in the
+  limit (the support is the whole cluster as soon as ``beta (max - mean distance) < 1/m``);
+* ``beta -> infinity``: the support shrinks to the member nearest to the current centre, and the
+  centre jumps onto that data point and stays there (a one-point support returns that point
+  itself: the centre freezes). Between the two, ``beta`` sets how far a point may be before it
+  stops pulling.
+
+Empty clusters: every key is masked, and the map's rule for such a row (uniform weights) moves
+the centre to the mean of all points, as the limit transformer of Theorem 2.1 does (DESIGN.md).
+Reference: :func:`kmtlib.reference.robust_kmeans`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from .._checks import check_choice, check_int, check_positive_float
+from ._circuit import CircuitLayer, reject_unknown, variant_model
+
+SPARSE_MAPS: tuple[str, ...] = ("sparsemax", "entmax15", "entmax")
+"""Centre-update maps of the robust variant (names in :data:`kmtlib.attention.ATTENTION_MAPS`):
+sparsemax (alpha = 2), entmax-1.5 and alpha-entmax with a chosen ``alpha`` in (1, 2]."""
+
+
+def authors_inv_temperature(d: int) -> float:
+    """The authors' score scale ``0.01 / sqrt(d)`` (baseline ``rkm_iters``, notes/paper.md section 9)."""
+    return 0.01 / math.sqrt(check_int("d", d, minimum=1))
+
+
+def check_robust_options(d: int, inv_temperature: float | None, map: str, alpha: float | None) -> tuple[float, dict]:
+    """Validate the options; return ``beta`` and the map's keyword options."""
+    check_choice("robust map", map, SPARSE_MAPS)
+    beta = authors_inv_temperature(d) if inv_temperature is None else check_positive_float(
+        "inv_temperature", inv_temperature
+    )
+    if map != "entmax":
+        if alpha is not None:
+            raise ValueError(f"alpha is an option of map='entmax' only ({map!r} has a fixed alpha)")
+        return beta, {}
+    if alpha is None:
+        alpha = 1.5
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1.0 < float(alpha) <= 2.0:
+        raise ValueError(
+            f"alpha must be a number in (1, 2] (1 would be soft-max, which is never sparse), got {alpha!r}"
+        )
+    return beta, {"alpha": float(alpha)}
+
+
+def build(
+    cls: type,
+    d: int,
+    k: int,
+    *,
+    inv_temperature: float | None = None,
+    map: str = "sparsemax",
+    alpha: float | None = None,
+    **unknown: Any,
+):
+    """``KMeansTransformer.from_variant("robust", d, k, inv_temperature=None, map="sparsemax", alpha=None)``.
+
+    Args:
+        d, k: data dimension and number of centres.
+        inv_temperature: the score scale ``beta``; None is the authors' ``0.01 / sqrt(d)``.
+        map: ``"sparsemax"`` (default), ``"entmax15"`` or ``"entmax"`` (with ``alpha``).
+        alpha: entmax's alpha in (1, 2] for ``map="entmax"`` (default 1.5).
+    """
+    reject_unknown("robust", unknown)
+    d = check_int("d", d, minimum=1)
+    k = check_int("k", k, minimum=1)
+    beta, options = check_robust_options(d, inv_temperature, map, alpha)
+    layer = CircuitLayer(
+        d,
+        k,
+        centre_scores="masked_euclidean",
+        centre_map=map,
+        centre_gamma=beta,
+        centre_options=options,
+    )
+    kwargs = {"inv_temperature": inv_temperature, "map": map, "alpha": alpha}
+    return variant_model(cls, name="robust", d=d, k=k, layer=layer, kwargs=kwargs)
