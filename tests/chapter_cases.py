@@ -191,6 +191,43 @@ def check_10(m: Metrics) -> None:
         assert len(m[key]) == len(names) and _finite(m[key]), key
 
 
+def check_09(m: Metrics) -> None:
+    assert m["param_n_tasks"] == 20, "explicit n_tasks must override the quick profile"
+    assert set(m["figures"]) == {"fig-inside-weights", "fig-inside-attention", "fig-inside-softness",
+                                 "fig-inside-moves", "fig-inside-gain"}
+    assert m["n_seeds_onehot"] == 1 and m["n_seeds_none"] == 1, "the quick profile uses one shipped seed"
+    # The theorem limit model gives the known answers: hard maps, resets, the cluster mean.
+    for state in ("init", "lloyd"):
+        for key in ("CAX_effective_centres", "CAX_argmax_eq_nearest", "SAX_self_weight", "CAC_own_cluster_mass",
+                    "CAC_effective_points_per_size", "CAC_column_argmax_eq_nearest", "scratch_argmax_eq_nearest",
+                    "SAC_self_weight", "SAX_own_cluster_mass"):
+            assert abs(m[f"{state}_theorem_{key}"] - 1) < 1e-9, (state, key)
+        assert m[f"{state}_theorem_point_data_shift"] == 0 and m[f"{state}_theorem_share_relocated"] == 0
+        assert m[f"{state}_theorem_distance_to_cluster_mean"] < 1e-9
+    # Learned layers: measures in range, soft CAX.
+    for e in ("onehot", "none"):
+        assert 1 <= m[f"init_{e}_CAX_effective_centres"] <= 10
+        for key in ("CAX_argmax_eq_nearest", "CAC_own_cluster_mass", "SAX_self_weight", "share_relocated"):
+            assert 0 <= m[f"init_{e}_{key}"] <= 1, (e, key)
+        assert 0 < m[f"w_{e}_CAX_data_off"] < m[f"w_{e}_CAX_data_diag"]
+    assert "init_none_scratch_argmax_eq_nearest" not in m  # no scratch coordinates: not recorded
+    assert m["init_onehot_scratch_argmax_eq_nearest"] < 0.5, "the trained scratch is not a one-hot label"
+    # The gain split: parts add up; re-assignment never loses; Lloyd's means are optimal on the old assignment.
+    for state in ("init", "lloyd"):
+        for rule in ("Lloyd", "onehot", "none"):
+            parts = m[f"gain_{state}_{rule}_old_assignment"] + m[f"gain_{state}_{rule}_reassign"]
+            assert abs(parts - m[f"gain_{state}_{rule}_total"]) < 1e-6 * max(1.0, abs(parts)), (state, rule)
+            assert m[f"gain_{state}_{rule}_reassign"] >= -1e-3, (state, rule)
+        for e in ("onehot", "none"):
+            assert m[f"gain_{state}_Lloyd_old_assignment"] >= m[f"gain_{state}_{e}_old_assignment"] - 1e-3, (state, e)
+    # Lloyd barely moves from its own converged centres.
+    assert abs(m["gain_lloyd_Lloyd_total"]) < 1e-2 * m["gain_init_Lloyd_total"]
+    # The shipped one-hot layer beats one Lloyd step (its training target).
+    assert m["gain_init_onehot_total"] > m["gain_init_Lloyd_total"]
+    for key in [k for k in m if k.startswith("covered_")]:
+        assert 1 <= m[key] <= 10, key
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
     "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
@@ -199,5 +236,6 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "05_training.md": ({"live_steps": 20}, check_05),
     "06_ablation_d_only.md": ({}, check_06),
     "07_generalization.md": ({}, check_07),
+    "09_inside_the_layer.md": ({"n_tasks": 20}, check_09),
     "10_variants.md": ({}, check_10),
 }
