@@ -7,12 +7,18 @@ pins the thread counts, runs the selected benchmarks, prints the tables and writ
 
 * ``lloyd``: :mod:`benchmarks.lloyd_bench`, kmtlib's batched Lloyd and the limit transformer
   against scikit-learn and faiss-cpu on many small tasks and on one large task.
+* ``training``: :mod:`benchmarks.training_bench`, one training step of the learned layer at the
+  paper configuration, kmtlib against the straightforward :mod:`benchmarks.reference_model`
+  (same process, same inputs and weights, losses compared).
+* ``memory``: :mod:`benchmarks.memory_bench`, a short training run at the paper configuration in
+  a child process: peak memory, time per 50-step window with evaluation, and the extrapolated
+  time of a full 10 000-step run.
 """
 
 from __future__ import annotations
 
-from . import lloyd_bench
+from . import lloyd_bench, memory_bench, training_bench
 
-BENCHMARKS = {"lloyd": lloyd_bench}
+BENCHMARKS = {"lloyd": lloyd_bench, "training": training_bench, "memory": memory_bench}
 
 __all__ = ["BENCHMARKS"]

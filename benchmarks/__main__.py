@@ -1,9 +1,12 @@
 """Run the benchmarks: print a table and write JSON.
 
-    python -m benchmarks [--quick] [--out results/benchmarks] [--only lloyd] [--threads 1] [--repeats 5]
+    python -m benchmarks [--quick] [--out results/benchmarks] [--only lloyd|training|memory] [--threads 1] [--repeats 5]
 
-The timings come from one process with pinned thread counts; on a shared or 2-core machine,
-quote the ratios printed at the end (measured in the same run) rather than absolute times.
+The timings come from one process with pinned thread counts (the training step's allocator
+settings and the training run each in a child process); on a shared or 2-core machine, quote the
+ratios printed at the end (measured in the same run) rather than absolute times. ``--threads``
+pins the Lloyd rows and the training run; the training step is always timed at 1 and 2 threads
+(where 2 CPUs are usable) and at ``--threads``.
 """
 
 from __future__ import annotations

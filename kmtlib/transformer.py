@@ -23,7 +23,7 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points
 from .embedding import Embedding
-from .objective import _kmeans_objective, nearest_center
+from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .results import ClusteringResult
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
@@ -122,21 +122,57 @@ class KMeansTransformer(nn.Module):
         steps = check_int("steps", steps, minimum=0)
         point_tokens, centre_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
+        objective: list[torch.Tensor] = []
+        # A limit construction has already found the nearest centre of every point for the centres
+        # it read: the objective of those centres needs no second distance computation.
+        hard = self._hard_assignment()
         for t in range(steps):
             if self.reembed and t > 0:
                 point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1])
             point_tokens, centre_tokens = self.layer(point_tokens, centre_tokens)
+            with torch.no_grad():
+                C = trajectory[-1].detach()
+                if hard:
+                    objective.append(assignment_cost(X, C, _lowest_positive(self.embedding.assignments(point_tokens))))
+                else:
+                    objective.append(_kmeans_objective(X, C))
             trajectory.append(self.embedding.centers(centre_tokens))
         centers = torch.stack(trajectory, dim=1)
         with torch.no_grad():
-            objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
             labels = nearest_center(X, trajectory[-1].detach())
+            objective.append(assignment_cost(X, trajectory[-1].detach(), labels))
+            objective = torch.stack(objective, dim=1)
         return ClusteringResult(
             centers=centers,
             labels=labels,
             objective=objective,
             assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
         )
+
+    def _hard_assignment(self) -> bool:
+        """Whether the point tokens after a layer hold the hard nearest-centre assignment of the
+        centres the layer read: Theorem 2.1's limit model (``from_theorem(d, k)``, any centre
+        update and reset option), whose CAX block is hard Euclidean attention.
+
+        There, CAX puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
+        negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the
+        residual update ``y + CAX - y`` keeps the positive entries where CAX put them (its
+        weights are at least 1/k, the old ones are cancelled); the lowest index with a positive
+        entry is then the nearest-centre label, lowest index on exact ties.
+        """
+        kwargs = self.config.get("kwargs", {})
+        if self.config.get("builder") != "from_theorem" or kwargs.get("attention") != "euclidean":
+            return False
+        # (a soft reset block at finite reset_gamma would not cancel the old assignment exactly)
+        if kwargs.get("gamma") != math.inf or kwargs.get("reset_gamma") not in (None, math.inf):
+            return False
+        if kwargs.get("self_attention") != "identity" and getattr(self.layer, "limit_self_attention", None) != "copies":
+            return False  # (the dense verification mode averages copies: not guaranteed exact)
+        blocks = getattr(self.layer, "blocks", None)
+        if blocks is None or "CAX" not in blocks:
+            return False
+        cax = blocks["CAX"]
+        return bool(getattr(cax, "is_hard", False)) and getattr(cax, "score", None) == "euclidean"
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -154,6 +190,22 @@ class KMeansTransformer(nn.Module):
         }
         atomic_torch_save(payload, path)
         return path
+
+
+def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
+    """Index (B, n) of the first positive entry along the last axis of ``weights`` (B, n, k);
+    k - 1 where there is none (a NaN row), as :func:`~kmtlib.objective.nearest_center` keeps
+    labels in range."""
+    B, n, k = weights.shape
+    if k == 1:
+        return torch.zeros(B, n, dtype=torch.long, device=weights.device)
+    positive = weights > 0
+    if k <= 255:
+        ranks = torch.arange(k, 0, -1, dtype=torch.uint8, device=weights.device)
+        lowest = positive.view(torch.uint8).mul_(ranks).amax(dim=-1).long()
+    else:
+        lowest = (positive * torch.arange(k, 0, -1, device=weights.device)).amax(dim=-1)
+    return (k - lowest).clamp_max_(k - 1)
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:

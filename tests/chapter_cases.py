@@ -228,6 +228,27 @@ def check_09(m: Metrics) -> None:
         assert 1 <= m[key] <= 10, key
 
 
+def check_11(m: Metrics) -> None:
+    assert set(m["figures"]) - {"fig-perf-gpu"} == {"fig-perf-training-sweeps", "fig-perf-lloyd"}  # gpu: CUDA only
+    # Same tasks and weights: the fast training step computes the reference's loss and gradients.
+    assert m["step_loss_rel_diff"] <= 1e-4 and m["step_grad_rel_diff"] < 1e-3
+    assert len(m["step_speedups"]) == len(m["step_threads"]) >= 2 and 1 in m["step_threads"]
+    assert min(m["step_kmtlib_ms"]) > 0 and min(m["step_reference_ms"]) > 0 and min(m["step_speedups"]) > 0
+    assert m["sweep_n"] == sorted(m["sweep_n"]) and min(m["sweep_n"]) >= 20  # at least 2k points per task
+    for sweep in ("n", "batch", "threads"):
+        for impl in ("kmtlib", "reference"):
+            values = m[f"sweep_{sweep}_{impl}_ms"]
+            assert len(values) == len(m[f"sweep_{sweep}"]) and min(values) > 0, (sweep, impl)
+    # A short training run: the whole process (Python, torch) stays far below 2 GB.
+    assert 20 < m["run_peak_rss_mb"] < 2048 and m["run_peak_under_2gb"] is True
+    assert m["run_seconds_per_step"] > 0 and m["run_full_extrapolated_s"] > 0 and len(m["run_window_s"]) >= 2
+    assert m["run_threads"] == 1 and m["run_full_extrapolated_cpu_s"] > 0
+    for key in ("lloyd_many_small_transformer_float32_over_lloyd_float32", "lloyd_one_large_transformer_float64_over_lloyd_float64",
+                "lloyd_many_small_sklearn_float64_over_transformer_float64", "lloyd_one_large_lloyd_float32_over_sklearn_float32"):
+        assert m[key] > 0, key
+    assert m["targets_met"] >= 1  # the loss agreement is judged even in the quick profile
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
     "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
@@ -238,4 +259,5 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "07_generalization.md": ({}, check_07),
     "09_inside_the_layer.md": ({"n_tasks": 20}, check_09),
     "10_variants.md": ({}, check_10),
+    "11_performance.md": ({}, check_11),
 }

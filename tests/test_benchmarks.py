@@ -72,7 +72,7 @@ def test_quick_run_prints_a_table(quick_run):
     assert "ratios of medians" in stdout and "kmtlib lloyd" in stdout and "median ms" in stdout
 
 
-@pytest.mark.parametrize("args", [["--repeats", "3"], ["--only", "training"], ["--threads", "0"]])
+@pytest.mark.parametrize("args", [["--repeats", "3"], ["--only", "nonesuch"], ["--threads", "0"]])
 def test_bad_arguments_are_refused(args, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path), *args],
@@ -80,6 +80,73 @@ def test_bad_arguments_are_refused(args, tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert not (tmp_path / "lloyd.json").exists()
+
+
+@pytest.fixture(scope="module")
+def quick_training_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_training")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--only", "training", "--only", "memory"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((out / "training.json").read_text()), json.loads((out / "memory.json").read_text()), proc.stdout
+
+
+def test_quick_training_benchmark(quick_training_runs):
+    training, _, stdout = quick_training_runs
+    assert training["benchmark"] == "training" and training["settings"]["quick"] is True
+    assert 1 in training["settings"]["threads"]
+    agree = training["agreement"]
+    # same tasks, same weights, no dropout: the two implementations compute the same loss
+    assert agree["loss_rel_diff"] <= 1e-4 and agree["loss_target_met"]
+    assert agree["grad_max_rel_diff"] < 1e-3
+    assert set(training["modes"]) == {"default", "tuned"}
+    for mode in training["modes"].values():
+        assert [r["threads"] for r in mode["rows"]] == training["settings"]["threads"]
+        for row in mode["rows"]:
+            for impl in ("kmtlib", "reference"):
+                assert row[impl]["repeats"] >= 5 and row[impl]["median_s"] > 0
+            assert row["speedup"] == pytest.approx(row["reference"]["median_s"] / row["kmtlib"]["median_s"])
+    speed = [t for t in training["targets"] if "malloc" in t]
+    assert speed and all(t["status"].startswith("not judged") for t in speed)
+    assert "training step at" in stdout and "speed-up" in stdout
+
+
+def test_quick_memory_benchmark(quick_training_runs):
+    _, memory, stdout = quick_training_runs
+    run = memory["run"]
+    assert memory["benchmark"] == "memory"
+    # a Python process with torch loaded holds at least tens of MB, and a toy run far less than 2 GB
+    assert 20 < run["peak_rss_mb"] < 2048
+    assert len(run["window_s"]) >= 5 and all(w > 0 for w in run["window_s"])
+    assert run["log_steps"][0] == 0 and run["log_steps"][-1] == memory["config"]["steps"]
+    assert memory["extrapolated_full_run_s"] is None  # no extrapolation from toy sizes
+    assert "peak RSS" in stdout
+
+
+def test_reference_model_matches_kmtlib_layer():
+    """The straightforward reference computes the same layer as kmtlib (same weights, no dropout)."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    import kmtlib
+    from benchmarks.reference_model import ReferenceLayer, reference_loss, reference_tasks
+    from kmtlib.losses import smoothed_objective
+
+    for embedding in ("onehot", "none"):
+        model = kmtlib.KMeansTransformer.trainable(3, 4, embedding=embedding, generator=5, dtype=torch.float64).eval()
+        ref = ReferenceLayer(3, 4, embedding=embedding).double().load_kmtlib(model).eval()
+        X = kmtlib.sample_tasks(6, 30, 3, 4, generator=1, dtype=torch.float64)
+        C0 = kmtlib.init_centers(X, 4, generator=2)
+        torch.testing.assert_close(ref(X, C0), model.step(X, C0), rtol=1e-10, atol=1e-12)
+        C1 = model.step(X, C0)
+        torch.testing.assert_close(reference_loss(X, C1), smoothed_objective(X, C1).mean(), rtol=1e-12, atol=0)
+    X, C0 = reference_tasks(5, 40, 2, 3, generator=torch.Generator().manual_seed(0))
+    assert X.shape == (5, 40, 2) and C0.shape == (5, 3, 2)
+    assert torch.allclose(X.amin(1), torch.zeros(5, 2)) and torch.allclose(X.amax(1), torch.ones(5, 2))
+    # the initial centres are points of their task
+    assert all(any(torch.equal(c, x) for x in X[b]) for b in range(5) for c in C0[b])
 
 
 def test_time_interleaved_rounds_and_failures():
