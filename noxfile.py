@@ -41,7 +41,8 @@ def _setup(session: nox.Session, device: str, extra: str) -> dict[str, str]:
 @nox.session
 @nox.parametrize("device", DEVICES)
 def tests(session: nox.Session, device: str) -> None:
-    """Unit tests and papermill runs of every chapter (quick profile)."""
+    """Unit tests, papermill runs of every chapter (quick profile), and the browser check: a book built
+    from those runs (execution off) read page by page in headless Chromium (tests/test_browser.py)."""
     env = _setup(session, device, "test")
     session.run("python", "-m", "pytest", "-q", *session.posargs, env=env)
 

@@ -12,6 +12,7 @@ import math
 import numbers
 import os
 import platform
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,6 +108,9 @@ class Chapter:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []
+        # Names this run: printed by describe() into the executed notebook and stored in metrics.json,
+        # so the book build can tell whether the files in output_dir belong to the page it renders.
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{time.perf_counter_ns() % 10**6:06d}"
 
     def __getitem__(self, name: str) -> Any:
         return self.sizes[name]
@@ -121,7 +125,8 @@ class Chapter:
         """One line naming the profile, device, seed and sizes (printed at the top of every chapter)."""
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         extra = f" (overridden: {', '.join(self.overridden)})" if self.overridden else ""
-        return f"profile={self.profile}, device={self.device}, seed={self.seed}; {sizes}{extra}; output_dir={self.output_dir}"
+        return (f"profile={self.profile}, device={self.device}, seed={self.seed}; {sizes}{extra}; "
+                f"output_dir={self.output_dir}; run={self.run_id}")
 
     def save_figure(self, fig, label: str) -> None:
         """Write ``<label>.png`` and ``<label>.pdf`` into the output folder."""
@@ -150,12 +155,34 @@ class Chapter:
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "wall_seconds": round(time.perf_counter() - self.started, 3),
+            "run_id": self.run_id,
         }
         path = self.output_dir / "metrics.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
         os.replace(tmp, path)
         return path
+
+
+_DESCRIBE = re.compile(
+    r"profile=(?P<profile>\w+), device=(?P<device>[^,]+), seed=(?P<seed>\d+); (?P<sizes>.*?); "
+    r"output_dir=(?P<output_dir>.*?)(?:; run=(?P<run>\S+))?$"
+)
+
+
+def parse_describe(text: str) -> dict[str, str] | None:
+    """Read back the line :meth:`Chapter.describe` printed (the first one in ``text`` that matches).
+
+    The book build uses it to tell which profile, device, seed and sizes produced a page and where
+    that run wrote its figures; ``None`` when ``text`` holds no such line.
+    """
+    for line in text.splitlines():
+        match = _DESCRIBE.search(line.strip())
+        if match:
+            found = {k: (v or "") for k, v in match.groupdict().items()}
+            found["sizes"] = found["sizes"].split(" (overridden:")[0]
+            return found
+    return None
 
 
 def _is_number(value: Any) -> bool:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import jupytext
 import papermill as pm
 import pytest
 
+from _book_site import QUICK, run_chapter
 from chapter_cases import CASES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,15 +25,8 @@ def _device() -> str:
 
 
 def _run(name: str, out: Path, parameters: dict) -> Path:
-    pm.execute_notebook(
-        jupytext.read(BOOK / name),
-        str(out / f"{Path(name).stem}.ipynb"),
-        parameters={"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters},
-        kernel_name="python3",
-        cwd=str(BOOK),
-        progress_bar=False,
-        execution_timeout=600,
-    )
+    run_chapter(BOOK / name, out,
+                {"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters})
     return out / "results"
 
 
@@ -71,9 +66,12 @@ def test_parameters_cell(name):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", CHAPTERS)
-def test_chapter_runs_and_writes_metrics(name, tmp_path):
+def test_chapter_runs_and_writes_metrics(name):
     parameters, check = CASES[name]
-    results = _run(name, tmp_path, {"seed": 11, **parameters})
+    # Kept in _build/quick/<stem>/ (notebook and results): tests/test_browser.py builds the book from them.
+    out = QUICK / Path(name).stem
+    shutil.rmtree(out, ignore_errors=True)
+    results = _run(name, out, {"seed": 11, **parameters})
     metrics = json.loads((results / "metrics.json").read_text())
     assert metrics["profile"] == "quick"
     assert metrics["chapter"] == Path(name).stem

@@ -1,0 +1,245 @@
+"""Build the book's HTML from executed chapter notebooks, and read it in headless Chromium.
+
+Used by tests/test_browser.py. The build is the real book (same _config.yml, _toc.yml, pages and
+Sphinx extension) with execution switched off: the chapters are the notebooks that
+tests/test_notebooks.py already ran in the quick profile, so the check costs a Sphinx build
+(under a minute), not a second execution of the book.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+QUICK = ROOT / "_build" / "quick"  # executed quick-profile chapters: QUICK/<stem>/<stem>.ipynb (+ results/)
+CHROMIUM = os.environ.get("KMT_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("KMT_CHROMEDRIVER", "/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage", "--window-size=1280,1000",
+)
+
+
+def chapter_stems() -> list[str]:
+    return sorted(p.stem for p in BOOK.glob("[0-9]*.md"))
+
+
+def executed_notebook(stem: str) -> Path:
+    return QUICK / stem / f"{stem}.ipynb"
+
+
+def run_chapter(source, out: Path, parameters: Mapping, *, cwd: Path = BOOK, timeout: int = 600) -> Path:
+    """Run one chapter under papermill into ``out/<stem>.ipynb``; ``source`` is a ``book/*.md`` path (read
+    through jupytext) or an ``.ipynb``. Returns the executed notebook's path."""
+    import jupytext
+    import papermill as pm
+
+    source = Path(source)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{source.stem}.ipynb"
+    pm.execute_notebook(
+        jupytext.read(source) if source.suffix == ".md" else str(source),
+        str(target),
+        parameters=dict(parameters),
+        kernel_name="python3",
+        cwd=str(cwd),
+        progress_bar=False,
+        execution_timeout=timeout,
+    )
+    return target
+
+
+def build_site(notebooks: Mapping[str, Path], dest: Path, timeout: float = 1200, allow_missing: bool = False) -> Path:
+    """Build the book into ``dest`` with the given executed notebooks as chapters; return the HTML folder.
+
+    Runs ``jupyter-book build -W -n --keep-going --all`` (warnings are errors, as in the real build).
+    ``allow_missing`` drops chapters without a notebook from the table of contents (for trying out
+    pages by hand; the tests never set it)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "book").mkdir(parents=True)
+    for name in ("_toc.yml", "references.bib"):
+        shutil.copy2(ROOT / name, dest / name)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    config.setdefault("sphinx", {}).setdefault("config", {})["kmt_chapter_suffix"] = ".md"
+    (dest / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for item in BOOK.iterdir():
+        if re.match(r"\d", item.name) and item.suffix == ".md":
+            continue
+        if item.name.startswith(".") or item.suffix == ".ipynb":
+            continue
+        target = dest / "book" / item.name
+        if item.is_dir():
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+    missing = sorted(set(chapter_stems()) - set(notebooks))
+    if missing and not allow_missing:
+        raise RuntimeError(f"no executed notebook for chapter(s) {missing}")
+    if missing:
+        toc = (dest / "_toc.yml").read_text()
+        toc = "".join(ln for ln in toc.splitlines(keepends=True) if not any(f"book/{m}" in ln for m in missing))
+        (dest / "_toc.yml").write_text(toc)
+    for stem, path in notebooks.items():
+        shutil.copy2(path, dest / "book" / f"{stem}.ipynb")
+    exe = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(dest), "-W", "-n", "--keep-going", "--all"]
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"book build failed (rc={proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}")
+    html = dest / "_build" / "html"
+    if not (html / "index.html").is_file():
+        raise RuntimeError(f"the build reported success but {html / 'index.html'} is missing")
+    return html
+
+
+# --------------------------------------------------------------------------- serving and the browser
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep pytest output clean
+        pass
+
+
+@contextlib.contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` on the loopback interface; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def browser_missing_reason() -> str | None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).exists():
+            return f"{path} not found (Debian: apt-get install chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "the Python package selenium is not installed (project extra 'test')"
+    return None
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator:
+    """A headless Chromium driven by selenium through the system chromedriver (no download)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager reach for the network
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="kmt-chromium-")
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# What one page looks like once loaded and typeset; returned to Python as JSON.
+PAGE_PROBE = r"""
+const done = arguments[arguments.length - 1];
+const settle = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise : Promise.resolve();
+Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
+  const imgs = [...document.images];
+  const mathEls = [...document.querySelectorAll('.math')];
+  const inMain = el => el.closest('main, article, .bd-article') !== null;
+  const links = [...document.querySelectorAll('a[href]')].map(a => a.href);
+  const xrefs = [...document.querySelectorAll('.xref')].filter(el => !el.closest('a'));
+  done({
+    title: document.title,
+    mathjax: !!(window.MathJax && MathJax.version),
+    mathjaxVersion: window.MathJax && MathJax.version || null,
+    brokenImages: imgs.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src')),
+    figures: [...document.querySelectorAll('figure')].map(f => {
+      const img = f.querySelector('img');
+      return {id: f.id, ok: !!img && img.complete && img.naturalWidth > 0,
+              caption: (f.querySelector('figcaption') || {}).textContent || '',
+              number: (f.querySelector('.caption-number') || {}).textContent || ''};
+    }),
+    ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+    mathTotal: mathEls.length,
+    mathUnrendered: mathEls.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
+    mathErrors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 80)),
+    unresolvedXrefs: xrefs.map(e => e.textContent.slice(0, 80)),
+    questionMarks: [...document.querySelectorAll('main a, article a')].filter(a => /^\?\?$|^Fig\. \?/.test(a.textContent.trim())).map(a => a.textContent),
+    links: links,
+    external: [...document.querySelectorAll('script[src], link[rel=stylesheet][href], img[src]')]
+      .map(e => e.src || e.href).filter(u => u && !u.startsWith(location.origin) && !u.startsWith('data:')),
+    rerunBox: (document.querySelector('.kmt-rerun') || {}).textContent || '',
+    overview: ([...document.querySelectorAll('.admonition')].find(
+      a => /in this chapter/i.test((a.querySelector('.admonition-title') || {}).textContent || '')) || {}).textContent || '',
+    rerunAfterOverview: (() => {
+      const box = document.querySelector('.kmt-rerun');
+      const prev = box && box.previousElementSibling;
+      return !!prev && /in this chapter/i.test((prev.querySelector('.admonition-title') || {}).textContent || '');
+    })(),
+    notebookDownload: [...document.querySelectorAll('a[href$=".ipynb"]')].map(a => a.href),
+  });
+});
+"""
+
+
+def probe(driver, url: str, redirects_to: str | None = None) -> dict:
+    """Load ``url`` (and, for a redirect page, wait until the browser lands on ``redirects_to``);
+    return what the page shows once MathJax has finished, plus the console's errors."""
+    driver.get(url)
+    if redirects_to is not None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(driver, 20).until(lambda d: d.current_url.split("#")[0].endswith(redirects_to)
+                                        and d.execute_script("return document.readyState") == "complete")
+    result = driver.execute_async_script(PAGE_PROBE)
+    result["url"] = driver.current_url
+    result["console"] = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
+    return result
+
+
+def fetch(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+
+
+def split_link(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urldefrag(url)
+    return parts.url, parts.fragment
+
+
+def read_json(data: bytes) -> dict:
+    return json.loads(data.decode("utf-8"))
