@@ -159,6 +159,28 @@ def check_07(m: Metrics) -> None:
     assert len(m["gap_t20"]) == 10 and 1 <= m["wins"] <= 10
 
 
+def check_08(m: Metrics) -> None:
+    assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
+    assert set(m["figures"]) == {"fig-dynamics-main", "fig-dynamics-temperature-d4", "fig-dynamics-temperature-d32",
+                                 "fig-dynamics-k", "fig-dynamics-d", "fig-dynamics-live"}
+    # The live runs: same seed, so the same untrained layer and validation tasks at step 0.
+    for tag in ("a", "b"):
+        assert len(m[f"live_{tag}_val_rel_objective"]) == 3 and _finite(m[f"live_{tag}_val_rel_objective"])  # steps 0, 10, 20
+        assert _finite(m[f"live_{tag}_train_loss_window"])
+    assert abs(m["live_a_val_rel_objective"][0] - m["live_b_val_rel_objective"][0]) < 1e-9
+    assert m["live_a_inv_temp"] != m["live_b_inv_temp"]
+    # The shipped logs: whatever subset exists, every end value is a finite positive ratio.
+    assert m["sweep_length"] >= 50 and m["sweep_runs"] >= 1
+    for e in ("onehot", "none"):
+        assert _finite(m[f"final_{e}_median"]) and min(m[f"final_{e}_median"]) > 0
+        assert min(m[f"final_{e}_seeds"]) >= 1
+    # The paper-length main configuration: width d+k ends below one Lloyd step, width d above it.
+    assert m["main_onehot_final_rel"] < 1 < m["main_none_final_rel"]
+    assert m["main_onehot_seeds"] >= 1 and m["main_none_seeds"] >= 1
+    assert len(m["main_onehot_median_rel"]) == len(m["main_steps"]) and _finite(m["main_onehot_median_rel"])
+    assert 0 <= m["width_d_worse"] <= m["width_pairs"] and 0 <= m["temperature_monotone"] <= m["temperature_tested"] <= 4
+
+
 def check_10(m: Metrics) -> None:
     assert set(m["figures"]) == {"fig-variant-soft", "fig-variant-spherical", "fig-variant-trimmed",
                                  "fig-variant-robust", "fig-variant-kmedoids", "fig-variant-comparison"}
@@ -257,6 +279,7 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "05_training.md": ({"live_steps": 20}, check_05),
     "06_ablation_d_only.md": ({}, check_06),
     "07_generalization.md": ({}, check_07),
+    "08_training_dynamics.md": ({"live_steps": 20}, check_08),
     "09_inside_the_layer.md": ({"n_tasks": 20}, check_09),
     "10_variants.md": ({}, check_10),
     "11_performance.md": ({}, check_11),
