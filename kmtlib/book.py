@@ -139,6 +139,9 @@ class Chapter:
     def record(self, **values: Any) -> None:
         """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers)."""
         for name, value in values.items():
+            if isinstance(value, Mapping):
+                # metrics.json is flat (DESIGN.md): readers and tests look numbers up by one name
+                raise TypeError(f"metric {name!r} is a mapping; record one flat name per number or list")
             self.metrics[name] = _plain(value)
 
     def write_metrics(self) -> Path:
