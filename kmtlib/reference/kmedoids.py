@@ -24,8 +24,9 @@ import torch
 
 from .._checks import check_centers, check_generator, check_int, check_points
 from ..attention import first_argmax, standard_gumbel
-from ..objective import _kmeans_objective, gather_centers, nearest_center
+from ..objective import gather_centers, nearest_center
 from ..results import ClusteringResult
+from ._result import trajectory_result
 
 
 def pairwise_sq_distances(X: torch.Tensor) -> torch.Tensor:
@@ -98,14 +99,7 @@ def randomised_kmedoids(
         pick = first_argmax(near.masked_fill(~best, float("-inf")))  # (B, k)
         C = gather_centers(X, pick)
         centers.append(C)
-    with torch.no_grad():
-        objective = torch.stack([_kmeans_objective(X, c) for c in centers], dim=1)
-    return ClusteringResult(
-        centers=torch.stack(centers, dim=1),
-        labels=nearest_center(X, C),
-        objective=objective,
-        n_empty=torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device),
-    )
+    return trajectory_result(X, centers, n_empty)
 
 
 def medoid_indices(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_centers, check_int, check_points
-from ..objective import _kmeans_objective, nearest_center
+from ..objective import nearest_center
 from ..results import ClusteringResult
+from ._result import trajectory_result
 
 _BISECTION_STEPS = 200
 
@@ -116,14 +117,7 @@ def robust_kmeans(
         C = torch.where(empty, overall_mean.expand(B, k, d), torch.bmm(w, X))
         centers.append(C)
         n_empty.append(empty.view(B, k).sum(dim=1))
-    with torch.no_grad():
-        objective = torch.stack([_kmeans_objective(X, c) for c in centers], dim=1)
-    return ClusteringResult(
-        centers=torch.stack(centers, dim=1),
-        labels=nearest_center(X, C),
-        objective=objective,
-        n_empty=torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device),
-    )
+    return trajectory_result(X, centers, n_empty)
 
 
 def robust_support(X: torch.Tensor, C: torch.Tensor, inv_temperature: float | None = None,

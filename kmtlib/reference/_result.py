@@ -1,0 +1,22 @@
+"""Assemble a :class:`~kmtlib.results.ClusteringResult` from a reference algorithm's trajectory."""
+
+from __future__ import annotations
+
+import torch
+
+from ..objective import _kmeans_objective, nearest_center
+from ..results import ClusteringResult
+
+
+def trajectory_result(X: torch.Tensor, centers: list[torch.Tensor], n_empty: list[torch.Tensor]) -> ClusteringResult:
+    """Centres after every step (entry 0 = the initial ones), the k-means objective of each (a
+    measurement, so no gradient), final nearest-centre labels and the empty-cluster counts."""
+    B = X.shape[0]
+    with torch.no_grad():
+        objective = torch.stack([_kmeans_objective(X, c) for c in centers], dim=1)
+    return ClusteringResult(
+        centers=torch.stack(centers, dim=1),
+        labels=nearest_center(X, centers[-1]),
+        objective=objective,
+        n_empty=torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device),
+    )
