@@ -30,6 +30,13 @@ operations, not an approximation of it. The score matrices are laid out in memor
 reductions and live in scratch buffers reused from layer to layer when no gradient is recorded
 (so a block must not be called from two threads at once).
 
+The model stores the point tokens column by column, as the paper writes them (memory (B, D, n)):
+every block then reads a coordinate of all points as one contiguous row (the scores of CAX are a
+product with the points' data rows, its new assignment is k whole rows, CAC sums along rows), and
+without autograd a layer writes the new point tokens over the old ones (:meth:`TheoremLayer.advance_`)
+instead of copying all n tokens. Writing in place changes no number; the layout can change the
+last bits of products (BLAS may add their terms in another order, as with any change of kernel).
+
 Hard self-attention (``gamma = math.inf``) is evaluated in closed form, without the n x n score
 matrix (``limit_self_attention="copies"``): the keys that attain the maximum score of query
 ``i`` are exactly the copies of token ``i`` (for SAX the points equal to ``x_i``, whose distance 0
@@ -237,6 +244,14 @@ def _is_identity(t: torch.Tensor) -> bool:
     return torch.equal(t, eye.expand_as(t))
 
 
+def is_column_major(tokens: torch.Tensor) -> bool:
+    """Whether tokens (B, m, D) are stored coordinate by coordinate (the paper's columns: memory
+    (B, D, m)), as :meth:`~kmtlib.embedding.Embedding.embed` lays them out with
+    ``columns=True``. The layout changes the speed of the operations, and at most the last bits
+    of products summed over the points (BLAS may add them in another order)."""
+    return tokens.dim() == 3 and tokens.shape[1] > 1 and tokens.stride(1) == 1
+
+
 # ----------------------------------------------------------------------------------- blocks
 class AttentionBlock(nn.Module):
     """One attention block ``A(Z, Z'; Q, K, V) = weights(QZ, KZ') @ (V Z')`` (rows are tokens).
@@ -387,8 +402,10 @@ class AttentionBlock(nn.Module):
             # Few keys (points attending to the centres): keys-major, the same product as kmtlib's
             # nearest_center (C @ X^T on contiguous points, ||c||^2 added by the product).
             S = self._buffer("S", (B, r, m), q)
-            if not q.is_contiguous() and m > SMALL_QUERY_BLOCK:
-                q = self._buffer("q", q.shape, q).copy_(q)  # (the product would copy it into fresh memory)
+            if q.stride(-2) != 1 and not q.is_contiguous() and m > SMALL_QUERY_BLOCK:
+                # a strided slice of row-major tokens: the product would copy it into fresh memory
+                # (column-major tokens, q.stride(-2) == 1, are read as they are)
+                q = self._buffer("q", q.shape, q).copy_(q)
             if euclidean:
                 k2 = (k * k).sum(-1, keepdim=True).neg_()
                 return torch.baddbmm(k2, k, q.transpose(1, 2), alpha=2.0, out=S).transpose(1, 2), True
@@ -407,16 +424,19 @@ class AttentionBlock(nn.Module):
             return torch.baddbmm(k2, q, k.transpose(1, 2), alpha=2.0, out=S), True
         return torch.bmm(q, k.transpose(1, 2), out=S), True
 
-    def _attend_fast(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool) -> torch.Tensor:
+    def _attend_fast(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool = False
+    ) -> torch.Tensor:
         if self._euclidean and exact:
             scores = euclidean_scores(q, k, query_norm=False, exact=True)
             U, Z = _unnormalised_(self._map_name(), scores, self.inverse_temperature)
         else:
             scores, owned = self._fast_scores(q, k)
             U, Z = _unnormalised_(self._map_name(), scores, self.inverse_temperature, owned)
-        if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK):
+        if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK or columns):
             # U @ I (the centres' one-hot ids as values): no product. (For a keys-major U with many
-            # queries per task the product is kept: it is the fastest way to transpose U.)
+            # queries per task, added to row-major tokens, the product is kept: it is the fastest
+            # way to transpose U; column-major tokens take the keys-major U as it is.)
             out = U
         elif v.is_contiguous() and _is_identity(U):
             out = v
@@ -428,13 +448,16 @@ class AttentionBlock(nn.Module):
             return out  # every row has one winner (hard attention): dividing by 1 changes nothing
         return out / Z if (out is v or out is U) else out.div_(Z)
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool = False) -> torch.Tensor:
-        """``weights(q, k) @ v``, by queries in chunks when the score matrix would be large."""
+    def _attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool = False, columns: bool = False
+    ) -> torch.Tensor:
+        """``weights(q, k) @ v``, by queries in chunks when the score matrix would be large;
+        ``columns``: the output is added to column-major tokens (a keys-major result suits them)."""
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
             block = lambda qc: torch.bmm(self._reference_weights(qc, k, exact), v)  # noqa: E731
             fresh = False
         else:
-            block = lambda qc: self._attend_fast(qc, k, v, exact)  # noqa: E731
+            block = lambda qc: self._attend_fast(qc, k, v, exact, columns)  # noqa: E731
             fresh = True
         B, m, _ = q.shape
         per_query = B * k.shape[1] * (q.shape[-1] if exact else 1)
@@ -464,7 +487,8 @@ class AttentionBlock(nn.Module):
             return (plan.v.rows, *plan.v.lazy(query_tokens))
         exact = self.self_attention and self.is_hard and self.score == "euclidean"
         v, alpha = plan.v.lazy(key_tokens)
-        return plan.v.rows, self._attend(plan.q(query_tokens), plan.k(key_tokens), v, exact), alpha
+        columns = is_column_major(query_tokens)
+        return plan.v.rows, self._attend(plan.q(query_tokens), plan.k(key_tokens), v, exact, columns), alpha
 
     def forward(self, query_tokens: torch.Tensor, key_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """The block's output (B, m, D), the increment a residual connection adds to the queries."""
@@ -543,12 +567,13 @@ class _TokenPool:
         for buf in self.buffers:
             if (
                 buf.shape == tokens.shape
+                and buf.stride() == tokens.stride()
                 and buf.dtype == tokens.dtype
                 and buf.is_inference() == inference  # (inference tensors cannot be written outside)
                 and self._only_ours(buf)
             ):
                 return buf.view(buf.shape)  # a new tensor on the same memory: the caller's reference
-        buf = torch.empty(tokens.shape, dtype=tokens.dtype)
+        buf = torch.empty_like(tokens)  # (the same layout: row- or column-major)
         # keep the buffers still in use (they come back when the caller lets go of them); drop free
         # ones of another shape; at most MAX_BUFFERS
         self.buffers = [b for b in self.buffers if not self._only_ours(b)][-(self.MAX_BUFFERS - 1) :] + [buf]
@@ -572,13 +597,73 @@ def _residual(
     return out
 
 
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements occupy distinct memory with no gaps (so ``out=t`` is safe)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _residual_in_place(
+    tokens: torch.Tensor,
+    increments: tuple[tuple[slice | torch.Tensor, torch.Tensor, float], ...],
+    protected: tuple[torch.Tensor, ...] = (),
+) -> bool:
+    """:func:`_residual` written into ``tokens`` itself, with the same operations in the same
+    order (so the same roundings); returns False, leaving ``tokens`` untouched, where that is not
+    possible.
+
+    Two patterns are handled: increments that share no memory with ``tokens`` or ``protected``
+    (added in place), and the layer's pattern ``t_R + a U + b t_R`` (the reset block returns a
+    view of the very coordinates it resets): ``U <- t_R + a U`` is formed in the first increment's
+    own scratch memory, then ``t_R <- U + b t_R`` (an elementwise operation reading each element
+    before writing it).
+    """
+    if tokens.requires_grad and torch.is_grad_enabled():
+        return False
+    if any(not isinstance(rows, slice) for rows, _, _ in increments):
+        return False
+    views = [_same_storage(values, tokens) for _, values, _ in increments]
+    if any(_same_storage(values, p) for _, values, _ in increments for p in protected):
+        return False
+    if not any(views):
+        for rows, values, alpha in increments:
+            tokens[..., rows].add_(values, alpha=alpha)
+        return True
+    if len(increments) != 2 or views != [False, True]:
+        return False
+    (rows_u, u, a), (rows_v, v, b) = increments
+    target = tokens[..., rows_u]
+    if rows_u != rows_v or v.shape != target.shape or v.stride() != target.stride() or v.data_ptr() != target.data_ptr():
+        return False
+    if u.shape != target.shape or u.is_inference() != target.is_inference() or not _dense(u):
+        return False
+    torch.add(target, u, alpha=a, out=u)
+    torch.add(u, target, alpha=b, out=target)
+    return True
+
+
 class TheoremLayer(nn.Module):
     """One weight-shared layer of the theorem constructions: blocks CAX, SAX, CAC, SAC (in
     ``self.blocks``) and, for Theorem 2.2, the feed-forward block on the centres (``self.ffn``).
 
     ``forward(point_tokens, centre_tokens)`` returns the updated ``(point_tokens, centre_tokens)``
     in the paper's order: the centres attend to the **updated** point tokens.
+
+    Its blocks read and write whole coordinates of all points (a score row per centre over all
+    points, a new assignment coordinate per centre), so :class:`~kmtlib.transformer.KMeansTransformer`
+    hands it column-major point tokens (``column_tokens``; the paper's layout) and, without
+    autograd, lets it update them in place (:meth:`advance_`).
     """
+
+    column_tokens = True
 
     def __init__(
         self, blocks: dict[str, AttentionBlock], ffn: RectifiedQuadraticFFN | None, *, description: dict[str, Any]
@@ -629,14 +714,26 @@ class TheoremLayer(nn.Module):
                 raise ValueError(f"the {name} have width {t.shape[-1]} but the layer expects {ref.shape[0]}")
 
     def forward(self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._forward(point_tokens, centre_tokens, in_place=False)
+
+    def advance_(self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward`, writing the new point tokens into ``point_tokens`` where it can (same
+        values, same roundings; saves copying all n tokens per layer). Only for tokens nobody
+        else needs and without autograd: :class:`~kmtlib.transformer.KMeansTransformer` calls it
+        on the tokens it embedded itself. Returns ``(points, centres)``; ``points`` is
+        ``point_tokens`` itself unless the update could not be done in place."""
+        return self._forward(point_tokens, centre_tokens, in_place=True)
+
+    def _forward(
+        self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor, in_place: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         self._check_tokens(point_tokens, centre_tokens)
         b = self.blocks
-        points = _residual(
-            point_tokens,
-            b["CAX"].increment(point_tokens, centre_tokens),
-            b["SAX"].increment(point_tokens, point_tokens),
-            pool=self._pool,
-        )
+        increments = (b["CAX"].increment(point_tokens, centre_tokens), b["SAX"].increment(point_tokens, point_tokens))
+        if in_place and _residual_in_place(point_tokens, increments, protected=(centre_tokens,)):
+            points = point_tokens
+        else:
+            points = _residual(point_tokens, *increments, pool=self._pool)
         centres = _residual(
             centre_tokens,
             b["CAC"].increment(centre_tokens, points),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_choice, check_generator, check_int, check_points
-from .objective import assignment_cost, nearest_center
+from ._scratch import Scratch
+from .objective import assignment_cost_rows, center_rows, nearest_center_t, points_major
 from .results import ClusteringResult
 
 EMPTY_RULES: tuple[str, ...] = ("mean", "keep", "random")
@@ -30,9 +31,15 @@ def cluster_means(
     product with the one-hot assignment matrix (multiplying by 0 and 1 is exact). In float64 either
     way matches a per-cluster loop up to summation order.
     """
+    return _cluster_means(X, labels, center_rows(labels, k) if X.device.type == "cpu" else None, k)
+
+
+def _cluster_means(
+    X: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cluster_means`, given also the labels as :func:`~kmtlib.objective.center_rows` (CPU)."""
     B, n, d = X.shape
     if X.device.type == "cpu":
-        rows = (labels + torch.arange(0, B * k, k, device=X.device).unsqueeze(1)).view(-1)
         sums = torch.zeros(B * k, d, dtype=X.dtype, device=X.device)
         sums.index_add_(0, rows, X.reshape(B * n, d))
         counts = torch.bincount(rows, minlength=B * k).to(X.dtype)
@@ -110,15 +117,20 @@ def lloyd(
     C = C0
     # the "mean" rule's replacement is the same at every step: compute it once
     overall_mean = X.mean(dim=1, keepdim=True) if empty == "mean" else None
-    labels = nearest_center(X, C)
+    # every assignment reads the points transposed: lay them out that way once; the large
+    # temporaries of every step live in the same scratch memory
+    XT = points_major(X)
+    scratch = Scratch()
+    labels = nearest_center_t(XT, C, scratch)
     for _ in range(steps):
-        objective.append(assignment_cost(X, C, labels))
-        means, counts = cluster_means(X, labels, k)
+        rows = center_rows(labels, k)
+        objective.append(assignment_cost_rows(X, C, rows, scratch))
+        means, counts = _cluster_means(X, labels, rows, k)
         n_empty.append((counts == 0).sum(dim=1))
         C = fill_empty(means, counts, X, C, empty, g, overall_mean)
         centers.append(C)
-        labels = nearest_center(X, C)
-    objective.append(assignment_cost(X, C, labels))
+        labels = nearest_center_t(XT, C, scratch)
+    objective.append(assignment_cost_rows(X, C, center_rows(labels, k), scratch))
     B = X.shape[0]
     return ClusteringResult(
         centers=torch.stack(centers, dim=1),

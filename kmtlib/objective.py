@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points
+from ._scratch import Scratch, needs_autograd
 
 
 def squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -29,20 +30,43 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     the lowest index whose score equals that minimum, found with one more vectorised pass; this is
     ``argmin`` with its first-index tie rule made explicit instead of left to the backend.
     """
+    return nearest_center_t(X.transpose(1, 2), C)
+
+
+def points_major(X: torch.Tensor) -> torch.Tensor:
+    """The points (B, n, d) laid out coordinate by coordinate, (B, d, n) contiguous: the operand
+    :func:`nearest_center_t` reads fastest. Worth making once for a loop of many assignments
+    (Lloyd's steps): the product then reads contiguous rows instead of a transposed view."""
+    return X.transpose(1, 2).contiguous()
+
+
+def nearest_center_t(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+    """:func:`nearest_center` of the points given transposed, ``XT`` (B, d, n) (any strides; a
+    contiguous one from :func:`points_major` is fastest). Same labels, same ties. ``scratch``
+    (for loops) holds the (B, k, n) temporaries from one call to the next."""
     B, k, _ = C.shape
-    scores = torch.baddbmm((C * C).sum(-1).unsqueeze(2), C, X.transpose(1, 2), alpha=-2.0)  # (B, k, n)
+    n = XT.shape[2]
     if k == 1:
-        return torch.zeros(B, X.shape[1], dtype=torch.long, device=X.device)
-    is_min = scores == scores.amin(dim=1, keepdim=True)  # (B, k, n), at least one True per point
+        return torch.zeros(B, n, dtype=torch.long, device=XT.device)
+    bias = (C * C).sum(-1).unsqueeze(2)
+    if scratch is None or needs_autograd(XT, C):
+        scores = torch.baddbmm(bias, C, XT, alpha=-2.0)  # (B, k, n)
+        is_min = torch.empty(B, k, n, dtype=torch.bool, device=XT.device)
+    else:
+        scores = torch.baddbmm(bias, C, XT, alpha=-2.0, out=scratch("scores", (B, k, n), XT.dtype, XT.device))
+        is_min = scratch("is_min", (B, k, n), torch.bool, XT.device)
+    # score <= min is score == min (nothing is below the minimum; NaN fails both), and the
+    # ordered comparison is the faster kernel on the CPU
+    torch.le(scores, scores.amin(dim=1, keepdim=True), out=is_min)  # at least one True per point
     if k <= 255:
         # weight k - j on the minimal rows; the largest weight marks the lowest minimal index j
-        weights = torch.arange(k, 0, -1, dtype=torch.uint8, device=X.device).view(1, k, 1)
+        weights = torch.arange(k, 0, -1, dtype=torch.uint8, device=XT.device).view(1, k, 1)
         lowest = is_min.view(torch.uint8).mul_(weights).amax(dim=1).long()
     else:
-        weights = torch.arange(k, 0, -1, dtype=torch.long, device=X.device).view(1, k, 1)
+        weights = torch.arange(k, 0, -1, dtype=torch.long, device=XT.device).view(1, k, 1)
         lowest = (is_min * weights).amax(dim=1)
     # A NaN score (only from overflow: inf - inf) matches no row; keep such labels in range.
-    return (k - lowest).clamp_max_(k - 1)
+    return lowest.neg_().add_(k).clamp_max_(k - 1)
 
 
 def gather_centers(C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -53,12 +77,29 @@ def gather_centers(C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def assignment_cost(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Sum over points of ||x_i - c_{labels_i}||^2, per task (B,); differences taken exactly."""
+    return assignment_cost_rows(X, C, center_rows(labels, C.shape[1]))
+
+
+def center_rows(labels: torch.Tensor, k: int) -> torch.Tensor:
+    """Row ``b * k + labels[b, i]`` of the flattened (B * k, d) centres for every point, (B * n,):
+    the index through which the centre of each point is gathered and each cluster summed."""
+    B = labels.shape[0]
+    return (labels + torch.arange(0, B * k, k, device=labels.device).unsqueeze(1)).view(-1)
+
+
+def assignment_cost_rows(
+    X: torch.Tensor, C: torch.Tensor, rows: torch.Tensor, scratch: Scratch | None = None
+) -> torch.Tensor:
+    """:func:`assignment_cost` with the labels given as :func:`center_rows`."""
     B, n, d = X.shape
     k = C.shape[1]
-    # row b*k + labels[b, i] of the flattened centres is the centre of point i of task b
-    rows = (labels + torch.arange(0, B * k, k, device=labels.device).unsqueeze(1)).view(-1)
-    # the differences c - x, in place in the gathered centres (a fresh tensor)
-    diff = C.reshape(B * k, d).index_select(0, rows).view(B, n * d).sub_(X.reshape(B, n * d))
+    flat = C.reshape(B * k, d)
+    # the differences c - x, in place in the gathered centres
+    if scratch is None or needs_autograd(X, C):
+        diff = flat.index_select(0, rows)
+    else:
+        diff = torch.index_select(flat, 0, rows, out=scratch("gathered", (B * n, d), X.dtype, X.device))
+    diff = diff.view(B, n * d).sub_(X.reshape(B, n * d))
     if X.dtype == torch.float64:
         # The squared norm of each task's difference vector as one batched dot product: several
         # times faster than squaring and summing elementwise in float64, and BLAS's blocked

@@ -23,7 +23,8 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points
 from .embedding import Embedding
-from .objective import _kmeans_objective, assignment_cost, nearest_center
+from ._scratch import Scratch
+from .objective import _kmeans_objective, assignment_cost, assignment_cost_rows, center_rows, nearest_center
 from .results import ClusteringResult
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
@@ -120,20 +121,32 @@ class KMeansTransformer(nn.Module):
         """
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
-        point_tokens, centre_tokens = self.embedding.embed(X, C0)
+        columns = bool(getattr(self.layer, "column_tokens", False))
+        point_tokens, centre_tokens = self.embedding.embed(X, C0, columns=columns)
         trajectory = [C0]
         objective: list[torch.Tensor] = []
         # A limit construction has already found the nearest centre of every point for the centres
         # it read: the objective of those centres needs no second distance computation.
         hard = self._hard_assignment()
+        # Without autograd a layer that can update the point tokens in place may do so: they were
+        # made here by the embedding and nobody else holds them (saves a copy of all n tokens).
+        advance = getattr(self.layer, "advance_", None)
+        if advance is None or (torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad)) or any(
+            p.requires_grad for p in self.parameters()
+        ):
+            advance = self.layer
+        scratch = Scratch()
         for t in range(steps):
             if self.reembed and t > 0:
-                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1])
-            point_tokens, centre_tokens = self.layer(point_tokens, centre_tokens)
+                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1], columns=columns)
+            if advance is not self.layer and _same_storage(point_tokens, X):
+                point_tokens = point_tokens.clone()  # (an embedding that hands out X itself)
+            point_tokens, centre_tokens = advance(point_tokens, centre_tokens)
             with torch.no_grad():
                 C = trajectory[-1].detach()
                 if hard:
-                    objective.append(assignment_cost(X, C, _lowest_positive(self.embedding.assignments(point_tokens))))
+                    labels = _lowest_positive(self.embedding.assignments(point_tokens))
+                    objective.append(assignment_cost_rows(X, C, center_rows(labels, self.k), scratch))
                 else:
                     objective.append(_kmeans_objective(X, C))
             trajectory.append(self.embedding.centers(centre_tokens))
@@ -190,6 +203,10 @@ class KMeansTransformer(nn.Module):
         }
         atomic_torch_save(payload, path)
         return path
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:

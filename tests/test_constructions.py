@@ -19,6 +19,7 @@ from kmtlib.constructions import (
     AttentionBlock,
     TheoremLayer,
     build_theorem_model,
+    is_column_major,
     theorem_weights,
 )
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
@@ -405,6 +406,80 @@ def test_fast_path_matches_the_reference_formulas_and_autograd(options):
     torch.testing.assert_close(blocks["SAX"](P, P), maps["SAX"] @ (P @ blocks["SAX"].V.T), rtol=0, atol=1e-14)
     torch.testing.assert_close(C1 - C, (blocks["CAC"](C, P1) + blocks["SAC"](C, C)) + (
         model.layer.ffn(C1) if model.layer.ffn is not None else 0), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(), dict(centre_update="attention"), dict(attention="dot"), dict(self_attention="identity"),
+     dict(gamma=30.0, centre_update="attention"), dict(gamma=30.0, attention="dot", centre_update="attention"),
+     dict(gamma=30.0, reset_gamma=1e6, centre_update="attention"), "dense"],
+)
+@pytest.mark.parametrize("n", [40, 1500])
+def test_column_tokens_and_in_place_layers_change_no_number(options, n):
+    # the layout of the point tokens (rows or the paper's columns) and updating them in place are
+    # speed choices: in place must give bitwise the tokens of the copying path; the two layouts
+    # the same tokens up to the summation order of BLAS products
+    dense = options == "dense"
+    options = {} if dense else options
+    if dense and n > 100:
+        pytest.skip("the dense self-attention check materialises n x n scores")
+    X = kmtlib.sample_tasks(3 if n < 100 else 1, n, 3, 4, generator=24, dtype=F64)
+    C0 = kmtlib.init_centers(X, 4, generator=25)
+    model = _model(3, 4, **options)
+    if dense:
+        model.layer.limit_self_attention = "dense"
+    rows, C = model.embedding.embed(X, C0)
+    cols, _ = model.embedding.embed(X, C0, columns=True)
+    assert torch.equal(rows, cols) and is_column_major(cols) and not is_column_major(rows)
+    with torch.no_grad():
+        paths = {"rows": (rows, C), "columns": (cols, C), "rows in place": (rows.clone(), C),
+                 "columns in place": (cols.clone(), C)}
+        for _ in range(4):
+            for name, (P, Ct) in paths.items():
+                if name.endswith("in place"):
+                    P1, C1 = model.layer.advance_(P, Ct)
+                    if not options.get("gamma") and not dense:
+                        assert P1 is P, f"{name}: the limit layer should update the tokens in place"
+                else:
+                    P1, C1 = model.layer(P, Ct)
+                paths[name] = (P1, C1)
+            # in place or copied: the same operations, bitwise the same tokens
+            for layout in ("rows", "columns"):
+                P, Ct = paths[layout]
+                assert torch.equal(paths[f"{layout} in place"][0], P) and torch.equal(paths[f"{layout} in place"][1], Ct)
+            # rows or columns: BLAS may sum the products over the points in another order, so the
+            # centres may differ in the last bits; the hard assignments of the limit models may not
+            (Pr, Cr), (Pc, Cc) = paths["rows"], paths["columns"]
+            torch.testing.assert_close(Cc, Cr, rtol=1e-13, atol=1e-13)
+            if options.get("gamma"):
+                torch.testing.assert_close(Pc, Pr, rtol=1e-13, atol=1e-13)
+            else:
+                assert torch.equal(model.embedding.assignments(Pc), model.embedding.assignments(Pr))
+    # the model itself (column tokens, in place) is the column-major layer chain
+    out = model(X, C0, steps=4)
+    assert torch.equal(out.centers[:, -1], model.embedding.centers(paths["columns"][1]))
+    assert torch.equal(out.assignments, model.embedding.assignments(paths["columns"][0]))
+
+
+def test_in_place_residual_refuses_what_it_cannot_do_exactly():
+    from kmtlib.constructions import _residual, _residual_in_place
+
+    t = torch.arange(24, dtype=F64).view(1, 4, 6)
+    other = torch.ones(1, 4, 6, dtype=F64)
+    before = t.clone()
+    # an increment living in protected memory (another token tensor) must not be overwritten
+    assert not _residual_in_place(t, ((slice(0, 3), other[..., :3], 1.0),), protected=(other,))
+    # a view of the tokens on other coordinates than those it is added to
+    assert not _residual_in_place(t, ((slice(0, 3), other[..., 3:].clone(), 1.0), (slice(0, 3), t[..., 3:], -1.0)))
+    assert torch.equal(t, before)
+    # the layer's pattern t_R + U - t_R, and independent increments: the same as the copying path
+    u = torch.full((1, 4, 3), 0.3, dtype=F64)
+    expected = _residual(t, (slice(3, 6), u.clone(), 1.0), (slice(3, 6), t[..., 3:], -1.0))
+    assert _residual_in_place(t, ((slice(3, 6), u, 1.0), (slice(3, 6), t[..., 3:], -1.0)))
+    assert torch.equal(t, expected)
+    expected = _residual(t, (slice(0, 2), other[..., :2].clone(), -1.0))
+    assert _residual_in_place(t, ((slice(0, 2), other[..., :2].clone(), -1.0),))
+    assert torch.equal(t, expected)
 
 
 def test_model_built_under_inference_mode():
