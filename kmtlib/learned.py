@@ -117,7 +117,8 @@ class _EuclideanAttention(torch.autograd.Function):
         # Scores up to a per-query constant: [2s q, -s] . [k, |k|^2] = 2s q.k - s|k|^2, one product.
         qa = torch.cat([(q - centre).mul_(2.0 * scale), q.new_full((B, nq, 1), -scale)], dim=-1)
         ka = torch.cat([kc, (kc * kc).sum(-1, keepdim=True)], dim=-1)
-        weights = torch.softmax(torch.bmm(qa, ka.transpose(1, 2)), dim=-1)  # (B, nq, nk)
+        scores = torch.bmm(qa, ka.transpose(1, 2))  # (B, nq, nk)
+        weights = torch.softmax(scores, dim=-1, out=scores)  # (in place: one n x n matrix, not two)
         del ka
         flat = weights.view(-1)
         dropped_weights = flat[dropped]

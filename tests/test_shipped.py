@@ -54,3 +54,30 @@ def test_missing_runs_raise_with_instructions(tmp_path):
         require_runs("none", tmp_path)
     with pytest.raises(FileNotFoundError, match="no finished training run"):
         require_runs("onehot", tmp_path / "absent")
+
+
+def test_the_code_retrains_the_first_steps_of_a_shipped_run(tmp_path):
+    # The shipped weights were made by `python -m kmtlib.train` with the command in their
+    # manifest. Rerun its first 50 steps (one thread, as shipped): speed work on the training
+    # step must not change what it computes. On the machine that made them the log is bitwise
+    # the same; another CPU may round BLAS products differently, so a tolerance far below the
+    # change of one training step is used (the loss falls from 798 to 617 in the next 50 steps).
+    from pathlib import Path
+    from kmtlib.train import TrainConfig, read_log, train
+
+    folder = Path(__file__).resolve().parent.parent / "data" / "weights" / "onehot_seed153476998"
+    if not (folder / "manifest.json").exists():
+        pytest.skip("the shipped weights are not in this checkout")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "--threads 1" in manifest["command"]
+    config = TrainConfig.from_dict(dict(manifest["config"], steps=50))
+    train(config, tmp_path / "run", quiet=True, threads=1)
+    ours = read_log(tmp_path / "run" / "log.csv")
+    shipped = read_log(folder / "log.csv")[: len(ours)]
+    assert [r["step"] for r in ours] == [r["step"] for r in shipped] == [0, 50]
+    for mine, theirs in zip(ours, shipped):
+        for column in ("train_loss", "val_rel_objective", "val_log_objective"):
+            if theirs[column] is None:
+                assert mine[column] is None
+            else:
+                assert mine[column] == pytest.approx(theirs[column], rel=1e-5), (mine["step"], column)
