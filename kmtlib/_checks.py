@@ -55,9 +55,22 @@ def check_points(X: object, name: str = "X") -> torch.Tensor:
     B, n, d = X.shape
     if B < 1 or n < 1 or d < 1:
         raise ValueError(f"{name} must have B >= 1 tasks, n >= 1 points and d >= 1 dimensions, got shape {tuple(X.shape)}")
-    if not bool(torch.isfinite(X).all()):
+    if not all_finite(X):
         raise ValueError(f"{name} contains NaN or inf values")
     return X
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` is finite.
+
+    A finite sum proves it (a NaN or infinite element makes the sum NaN or infinite), at the cost
+    of one reduction; only when the sum is not finite (a non-finite element, or finite elements
+    whose sum overflows) is every element tested.
+    """
+    with torch.no_grad():
+        if bool(torch.isfinite(t.sum())):
+            return True
+        return bool(torch.isfinite(t).all())
 
 
 def check_k(k: object, n: int, name: str = "k") -> int:

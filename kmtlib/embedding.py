@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ._layout import copy_transposed_
+
 
 class Embedding:
     """Base class: ``embed`` points and centres into tokens; read centres and assignments back."""
@@ -51,7 +53,10 @@ def _column_tokens(X: torch.Tensor, width: int) -> torch.Tensor:
     coordinates; the other coordinates are left for the caller to fill."""
     B, n, d = X.shape
     tokens = X.new_empty(B, width, n).transpose(1, 2)
-    tokens[..., :d] = X
+    if X.device.type == "cpu" and not (torch.is_grad_enabled() and X.requires_grad):
+        copy_transposed_(tokens[..., :d], X)
+    else:
+        tokens[..., :d] = X
     return tokens
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points
+from ._layout import copy_transposed_
 from ._scratch import Scratch, needs_autograd
 
 
@@ -37,7 +38,12 @@ def points_major(X: torch.Tensor) -> torch.Tensor:
     """The points (B, n, d) laid out coordinate by coordinate, (B, d, n) contiguous: the operand
     :func:`nearest_center_t` reads fastest. Worth making once for a loop of many assignments
     (Lloyd's steps): the product then reads contiguous rows instead of a transposed view."""
-    return X.transpose(1, 2).contiguous()
+    B, n, d = X.shape
+    XT = torch.empty(B, d, n, dtype=X.dtype, device=X.device)
+    if X.device.type != "cpu":
+        return XT.copy_(X.transpose(1, 2))
+    copy_transposed_(XT.transpose(1, 2), X)
+    return XT
 
 
 def nearest_center_t(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:

@@ -125,6 +125,24 @@ def test_nonfinite_points(call, bad):
         call(X)
 
 
+def test_finite_points_whose_sum_overflows_are_accepted():
+    # the finiteness check sums first; an overflowing sum of finite values must not be mistaken
+    # for a non-finite value, and a non-finite value among huge ones must still be found
+    from kmtlib._checks import all_finite, check_points
+
+    X = torch.full((2, 50, 3), 3.0e38, dtype=torch.float32)
+    assert not torch.isfinite(X.sum()) and all_finite(X)
+    check_points(X)
+    for bad in (math.nan, math.inf, -math.inf):
+        Y = X.clone()
+        Y[1, 7, 2] = bad
+        assert not all_finite(Y)
+        with pytest.raises(ValueError, match=r"X contains NaN or inf"):
+            check_points(Y)
+    Z = torch.tensor([[[1.0, -math.inf], [math.inf, 2.0]]])  # inf - inf: the sum is NaN
+    assert not all_finite(Z)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_nonfinite_centres(bad):
     C = _C()
