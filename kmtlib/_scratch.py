@@ -41,3 +41,8 @@ class Scratch:
 def needs_autograd(*tensors: torch.Tensor) -> bool:
     """Whether an operation on these tensors is recorded by autograd (then no ``out=`` scratch)."""
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are views of the same memory (writing one may change the other)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()

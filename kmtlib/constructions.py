@@ -58,6 +58,7 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
+from ._scratch import same_storage
 from .attention import _unnormalised_, dot_scores, euclidean_scores, get_attention_map
 from .embedding import NormAugmentedEmbedding, OneHotEmbedding
 
@@ -597,10 +598,6 @@ def _residual(
     return out
 
 
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
 def _dense(t: torch.Tensor) -> bool:
     """Whether ``t``'s elements occupy distinct memory with no gaps (so ``out=t`` is safe)."""
     expected = 1
@@ -630,8 +627,8 @@ def _residual_in_place(
         return False
     if any(not isinstance(rows, slice) for rows, _, _ in increments):
         return False
-    views = [_same_storage(values, tokens) for _, values, _ in increments]
-    if any(_same_storage(values, p) for _, values, _ in increments for p in protected):
+    views = [same_storage(values, tokens) for _, values, _ in increments]
+    if any(same_storage(values, p) for _, values, _ in increments for p in protected):
         return False
     if not any(views):
         for rows, values, alpha in increments:

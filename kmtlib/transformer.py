@@ -23,7 +23,7 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points
 from .embedding import Embedding
-from ._scratch import Scratch
+from ._scratch import Scratch, same_storage
 from .objective import _kmeans_objective, assignment_cost, assignment_cost_rows, center_rows, nearest_center
 from .results import ClusteringResult
 
@@ -139,7 +139,7 @@ class KMeansTransformer(nn.Module):
         for t in range(steps):
             if self.reembed and t > 0:
                 point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1], columns=columns)
-            if advance is not self.layer and _same_storage(point_tokens, X):
+            if advance is not self.layer and same_storage(point_tokens, X):
                 point_tokens = point_tokens.clone()  # (an embedding that hands out X itself)
             point_tokens, centre_tokens = advance(point_tokens, centre_tokens)
             with torch.no_grad():
@@ -203,10 +203,6 @@ class KMeansTransformer(nn.Module):
         }
         atomic_torch_save(payload, path)
         return path
-
-
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
