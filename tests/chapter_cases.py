@@ -269,8 +269,9 @@ def check_11(m: Metrics) -> None:
         for key in ("many_small_transformer_float32_over_lloyd_float32", "one_large_transformer_float64_over_lloyd_float64",
                     "many_small_sklearn_float64_over_transformer_float64", "one_large_lloyd_float32_over_sklearn_float32"):
             assert m[f"lloyd_t{threads}_{key}"] > 0, (threads, key)
-    # the shipped, measured full run: 10 000 steps with evaluations, its wall time from its manifest
-    assert m["measured_full_run_steps"] == 10_000 and m["measured_full_run_s"] > 0
+    # the shipped, measured full runs: 10 000 steps with evaluations, wall times from their manifests
+    assert len(m["measured_full_run_s"]) >= 1 and set(m["measured_full_run_steps"]) == {10_000}
+    assert min(m["measured_full_run_s"]) > 0 and set(m["measured_full_run_threads"]) == {2}
     assert m["targets_met"] >= 1  # the loss agreement is judged even in the quick profile
 
 
