@@ -115,13 +115,16 @@ class _EuclideanAttention(torch.autograd.Function):
         centre = k.mean(dim=1, keepdim=True)
         kc = k - centre
         # Scores up to a per-query constant: [2s q, -s] . [k, |k|^2] = 2s q.k - s|k|^2, one product.
-        qa = torch.cat([(q - centre).mul_(2.0 * scale), q.new_full((B, nq, 1), -scale)], dim=-1)
+        D = q.shape[-1]
+        qa = q.new_empty(B, nq, D + 1)  # (filled in place: no temporary, no concatenation copy)
+        torch.sub(q, centre, out=qa[..., :D]).mul_(2.0 * scale)
+        qa[..., D].fill_(-scale)
         ka = torch.cat([kc, (kc * kc).sum(-1, keepdim=True)], dim=-1)
         scores = torch.bmm(qa, ka.transpose(1, 2))  # (B, nq, nk)
         weights = torch.softmax(scores, dim=-1, out=scores)  # (in place: one n x n matrix, not two)
         del ka
         flat = weights.view(-1)
-        dropped_weights = flat[dropped]
+        dropped_weights = flat.index_select(0, dropped)
         flat.index_fill_(0, dropped, 0.0)
         out = torch.bmm(weights, v)
         if p > 0.0:
