@@ -167,7 +167,7 @@ def _unnormalised_(
     over the (B, m, r) matrix.
 
     * softmax at ``gamma = inf`` and hardmax: U = 1 on the keys attaining the row maximum, 0
-      elsewhere (exact comparison), Z = their count;
+      elsewhere (exact comparison), Z = their count (None on the CPU when every count is 1);
     * softmax at finite ``gamma``: U = exp(gamma (s - max s)), Z = the row sum (>= 1);
     * linear: U = the scores, Z = the row sum; a zero row becomes a row of ones with Z = r
       (uniform weights, the empty-cluster rule).
@@ -182,6 +182,8 @@ def _unnormalised_(
         top = scores.amax(dim=-1, keepdim=True)
         if hard:
             scores.eq_(top)  # 1.0 where a key attains the row maximum, else 0.0 (dtype kept)
+            if _one_winner_per_row(scores, top):
+                return scores, None  # every count is 1: nothing to normalise
         else:
             scores.sub_(top).mul_(gamma).exp_()
         return scores, _row_sums(scores)
@@ -193,6 +195,23 @@ def _unnormalised_(
             total = torch.where(empty, torch.full_like(total, scores.shape[-1]), total)
         return scores, total
     return fn(scores if owned else scores.clone(), gamma), None
+
+
+def _one_winner_per_row(winners: torch.Tensor, top: torch.Tensor) -> bool:
+    """Whether every row of the 0/1 matrix ``winners`` (B, m, r) has exactly one 1, proved by two
+    sums instead of counting row by row (CPU only: on CUDA the test would wait for the device).
+
+    Only a NaN row maximum ``top`` leaves a row without winner; with none (their sum is not NaN)
+    every row has at least one, so a total of m rows means exactly one each. The total of 0/1
+    values is exact while it stays below 2^24 (float32) or 2^53 (float64); larger totals are
+    counted row by row.
+    """
+    if winners.device.type != "cpu":
+        return False
+    rows = winners.numel() // max(winners.shape[-1], 1)
+    if rows >= 2.0 / torch.finfo(winners.dtype).eps:  # (2^24 for float32, 2^53 for float64)
+        return False
+    return not bool(torch.isnan(top.sum())) and float(winners.sum()) == rows
 
 
 def _row_sums(w: torch.Tensor) -> torch.Tensor:
