@@ -15,6 +15,8 @@ has, so a new chapter needs no registration anywhere:
   caption; its PNG and PDF are published under stable names, ``figures/<label>.png`` and
   ``figures/<label>.pdf`` at the root of the HTML output. The directive ``figure-list`` renders
   the register as a table.
+* **Data-aware execution cache.** A chapter whose shipped ``data/<name>`` folders changed since
+  the last build runs again, although its code did not change (:mod:`kmtlib.execution_cache`).
 * **Provenance.** ``chapter-runs`` tabulates, for every chapter, the profile, device, seed and
   sizes of the run shown on its page (read back from the line ``Chapter.describe`` printed) and
   the execution time; ``build-environment`` lists the package versions of the build.
@@ -178,10 +180,32 @@ def _merge(app: Sphinx, env, docnames, other) -> None:
 
 
 def _outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
-    """Pages that tabulate other pages are rebuilt whenever any page changed."""
-    if added or changed or removed:
-        return sorted(getattr(env, "kmt_aggregate_docs", set()) - set(removed))
+    """Pages whose shipped data changed are read (and executed) again; pages that tabulate other
+    pages are rebuilt whenever any page changed."""
+    stale = _data_stale(app, env)
+    if added or changed or removed or stale:
+        return sorted((set(stale) | getattr(env, "kmt_aggregate_docs", set())) - set(removed))
     return []
+
+
+def _data_stale(app: Sphinx, env) -> list[str]:
+    """Chapters whose ``data/<name>`` folders changed since the last build, with their cached
+    executions dropped (see :mod:`kmtlib.execution_cache`)."""
+    from .execution_cache import refresh
+
+    config = getattr(env, "mystnb_config", None)
+    if config is None or getattr(config, "execution_mode", None) != "cache":
+        return []
+    cache_path = config.execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    sources = {}
+    for docname in sorted(env.found_docs):
+        path = Path(env.doc2path(docname))
+        if path.suffix in (".md", ".ipynb") and path.is_file():
+            sources[docname] = (path, path.read_text(encoding="utf-8"))
+    stale = refresh(Path(cache_path).resolve(), Path(app.srcdir), sources)
+    for docname in stale:
+        logger.info(f"kmt: the shipped data of {docname} changed since the last build: it runs again")
+    return stale
 
 
 # --------------------------------------------------------------------------- rerun box
