@@ -208,17 +208,21 @@ class KMeansTransformer(nn.Module):
 def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
     """Index (B, n) of the first positive entry along the last axis of ``weights`` (B, n, k);
     k - 1 where there is none (a NaN row), as :func:`~kmtlib.objective.nearest_center` keeps
-    labels in range."""
+    labels in range.
+
+    The reduction runs over the k entries viewed as (B, k, n), across rows of length n: for the
+    model's column-major tokens that view is contiguous and the reduction vectorises over the
+    points (as in :func:`~kmtlib.objective.nearest_center_t`)."""
     B, n, k = weights.shape
     if k == 1:
         return torch.zeros(B, n, dtype=torch.long, device=weights.device)
-    positive = weights > 0
+    positive = weights.transpose(1, 2) > 0  # (B, k, n)
     if k <= 255:
-        ranks = torch.arange(k, 0, -1, dtype=torch.uint8, device=weights.device)
-        lowest = positive.view(torch.uint8).mul_(ranks).amax(dim=-1).long()
+        ranks = torch.arange(k, 0, -1, dtype=torch.uint8, device=weights.device).view(1, k, 1)
+        lowest = positive.view(torch.uint8).mul_(ranks).amax(dim=1).long()
     else:
-        lowest = (positive * torch.arange(k, 0, -1, device=weights.device)).amax(dim=-1)
-    return (k - lowest).clamp_max_(k - 1)
+        lowest = (positive * torch.arange(k, 0, -1, device=weights.device).view(1, k, 1)).amax(dim=1)
+    return lowest.neg_().add_(k).clamp_max_(k - 1)
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
