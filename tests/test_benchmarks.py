@@ -17,15 +17,21 @@ TIMED_KEYS = {"median_s", "min_s", "max_s", "times_s", "repeats", "warmup", "per
               "ratio_to_lloyd", "ratio_to_lloyd_of_minima"}
 
 
+def _run_quick(out, *args: str, timeout: int) -> str:
+    """``python -m benchmarks --quick --out <out> <args>`` from the repository root; its stdout."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--only", "lloyd", "--threads", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((out / "lloyd.json").read_text()), proc.stdout
+    stdout = _run_quick(out, "--only", "lloyd", "--threads", "1", timeout=600)
+    return json.loads((out / "lloyd.json").read_text()), stdout
 
 
 def test_quick_run_writes_the_expected_json(quick_run):
@@ -85,12 +91,8 @@ def test_bad_arguments_are_refused(args, tmp_path):
 @pytest.fixture(scope="module")
 def quick_training_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_training")
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--only", "training", "--only", "memory"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads((out / "training.json").read_text()), json.loads((out / "memory.json").read_text()), proc.stdout
+    stdout = _run_quick(out, "--only", "training", "--only", "memory", timeout=900)
+    return json.loads((out / "training.json").read_text()), json.loads((out / "memory.json").read_text()), stdout
 
 
 def test_quick_training_benchmark(quick_training_runs):
