@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -64,3 +65,111 @@ def test_environment_installs_the_project_and_python():
 def test_jupyter_book_is_pinned_to_1x():
     py = _pyproject_requirements()
     assert str(py["jupyter-book"].specifier).startswith("==1."), "Jupyter Book 2.x cannot build this book"
+
+
+# ----------------------------------------------------------------------------- each extra suffices
+# Each nox session installs one extra (`.[book]` for the book build, `.[test]` for the tests,
+# `.[bench]` for the benchmarks). A module that a session imports but that its extra does not pull
+# in passes every test run in a richer environment and fails on a newcomer's machine, so the
+# imports of each session's code are checked against the requirements its extra reaches.
+
+LOCAL_MODULES = {"kmtlib", "benchmarks", "tests", "conftest", "noxfile", "_helpers", "_book_site", "chapter_cases"}
+
+
+def _imported_modules(source: str) -> set[str]:
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _chapter_code(path: Path) -> str:
+    import jupytext
+
+    cells = [c.source for c in jupytext.read(path).cells if c.cell_type == "code"]
+    # IPython magics and shell lines (at the start of a line) are not Python
+    return "\n".join(line for cell in cells for line in cell.splitlines() if not line.startswith(("%", "!")))
+
+
+def _session_imports(session: str) -> dict[str, set[str]]:
+    """Third-party top-level modules -> the files that import them, for one nox session."""
+    import sys
+
+    files = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "kmtlib").rglob("*.py"))}
+    files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "benchmarks").rglob("*.py"))}
+    if session in ("book", "test"):
+        files |= {p: _chapter_code(p) for p in sorted((ROOT / "book").glob("*.md"))
+                  if p.read_text(encoding="utf-8").startswith("---\njupytext:")}
+    if session == "test":
+        files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests").glob("*.py"))}
+    modules: dict[str, set[str]] = {}
+    for path, source in files.items():
+        for module in _imported_modules(source) - set(sys.stdlib_module_names) - LOCAL_MODULES - {"__future__"}:
+            modules.setdefault(module, set()).add(str(path.relative_to(ROOT)))
+    if session == "book":  # the Sphinx extensions that _config.yml loads
+        config = yaml.safe_load((ROOT / "_config.yml").read_text())
+        for ext in config["sphinx"]["extra_extensions"]:
+            if ext.split(".")[0] not in LOCAL_MODULES:
+                modules.setdefault(ext.split(".")[0], set()).add("_config.yml")
+    return modules
+
+
+def _reachable_distributions(requirement: str) -> set[str]:
+    """The distributions that installing ``requirement`` installs, from the installed metadata."""
+    import importlib.metadata
+
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = [Requirement(requirement)]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        key = name + "[" + ",".join(sorted(req.extras)) + "]"
+        if key in seen:
+            continue
+        seen.add(key)
+        if name == "kmtlib":  # this checkout's own list, not the metadata of an older install
+            project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+            requires = list(project["dependencies"]) + [
+                f"{r}; extra == '{e}'" for e, rs in project["optional-dependencies"].items() for r in rs]
+        else:
+            try:
+                requires = importlib.metadata.distribution(name).requires or []
+            except importlib.metadata.PackageNotFoundError:
+                continue  # not installed here: then nothing of it is imported either
+        for line in requires:
+            sub = Requirement(line)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+                todo.append(sub)
+    return {key.split("[")[0] for key in seen}
+
+
+@pytest.mark.parametrize("session, extra", [("book", "book"), ("test", "test"), ("bench", "bench")])
+def test_each_sessions_extra_holds_what_the_session_imports(session, extra):
+    import importlib.metadata
+
+    from packaging.utils import canonicalize_name
+
+    providers = importlib.metadata.packages_distributions()
+    reachable = _reachable_distributions(f"kmtlib[{extra}]")
+    missing = []
+    for module, users in sorted(_session_imports(session).items()):
+        dists = {canonicalize_name(d) for d in providers.get(module, [])}
+        if not dists:
+            missing.append(f"{module} (imported by {', '.join(sorted(users))}) is not installed at all")
+        elif not dists & reachable:
+            missing.append(f"{module} from {'/'.join(sorted(dists))} (imported by {', '.join(sorted(users))})")
+    assert not missing, f"the {extra!r} extra does not install: " + "; ".join(missing)
+
+
+def test_the_extra_check_sees_a_missing_requirement():
+    """The check above would have caught the book extra without papermill."""
+    assert "papermill" in _session_imports("book")
+    reachable = _reachable_distributions("kmtlib[nb]")
+    assert "papermill" not in reachable and "torch" in reachable and "entmax" in reachable
