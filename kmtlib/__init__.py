@@ -31,6 +31,7 @@ from .attention import (
 # The k-means transformer: fixed-weight constructions, trainable layer, variants, files.
 from .constructions import build_theorem_model, theorem_weights
 from .embedding import NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
+from .model_file import ModelFileError
 from .transformer import KMeansTransformer, load_model
 
 # The learned layer's training loss and multi-step evaluation.
@@ -45,6 +46,7 @@ __all__ = [
     "ClusteringResult",
     "KMeansTransformer",
     "Mixture",
+    "ModelFileError",
     "NormAugmentedEmbedding",
     "OneHotEmbedding",
     "PlainEmbedding",

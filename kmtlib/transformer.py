@@ -25,9 +25,8 @@ from ._checks import check_centers, check_int, check_points
 from .embedding import Embedding
 from ._scratch import Scratch, same_storage
 from .objective import _kmeans_objective, assignment_cost, assignment_cost_rows, center_rows, nearest_center
+from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
 from .results import ClusteringResult
-
-MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
 
 
 class KMeansTransformer(nn.Module):
@@ -225,8 +224,16 @@ def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
     return lowest.neg_().add_(k).clamp_max_(k - 1)
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temporary file in the same folder, then rename over ``path``."""
+def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:
+    """``torch.save`` to a temporary file in the same folder, then rename over ``path``.
+
+    The temporary file (``.<name>.<random>.tmp``) is flushed to disk before the rename, so that
+    after a crash ``path`` holds either the old or the new contents, never a zero-length file (a
+    rename can reach the disk before the data it names). With ``keep_previous``, the file that
+    ``path`` held is first renamed to ``keep_previous`` (a damaged newest checkpoint can then
+    be recovered from the one before it); between the two renames only ``keep_previous`` exists.
+    """
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -234,26 +241,41 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        torch.save(obj, tmp)
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_previous is not None and path.exists():
+            os.replace(path, keep_previous)
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
 
 
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries (the renames into it) to disk where the OS allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # (not possible on Windows; nothing to do there)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
-    """Rebuild a :class:`KMeansTransformer` saved with :meth:`KMeansTransformer.save`."""
-    payload = torch.load(Path(path), map_location=map_location, weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path} is not a kmtlib model file (expected format {MODEL_FORMAT!r})")
-    config = payload["config"]
-    builder = getattr(KMeansTransformer, config["builder"], None)
-    if builder is None:
-        raise ValueError(f"{path} names an unknown builder {config['builder']!r}")
-    model = builder(**config["kwargs"])
-    state = payload["state_dict"]
-    if state:
-        model = model.to(next(iter(state.values())).dtype)
-    model.load_state_dict(state)
-    return model.to(map_location)
+    """Rebuild a :class:`KMeansTransformer` saved with :meth:`KMeansTransformer.save`.
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`~kmtlib.ModelFileError` (a
+    ``ValueError``; the message starts with the path and says what is wrong) for a file that is
+    empty, truncated, damaged, not a torch file, a pickle of other objects, or a torch file of
+    something else (a tensor, another model's weights, a configuration that does not fit them).
+    See :mod:`kmtlib.model_file`.
+    """
+    return load_model_file(path, map_location)

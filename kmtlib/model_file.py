@@ -1,0 +1,210 @@
+"""Reading model files and training checkpoints with errors that say which file is wrong and how.
+
+``torch.load`` reports a damaged file in terms of its own internals (``OSError: [Errno 22]``,
+``EOFError``, ``KeyError: 101``, a miniz error, a page about ``weights_only``), and a torch file
+of something else fails later still, with ``KeyError: 'config'`` or a shape mismatch deep in
+``load_state_dict``. Everything here raises :class:`ModelFileError` (a ``ValueError``) whose
+message starts with the file's path and says what is wrong with it, in the reader's words:
+empty, truncated, not a torch file, a pickle that a weights-only load refuses, a torch file of
+something else, weights that do not fit the configuration saved beside them. A missing file is a
+``FileNotFoundError`` that names the file.
+
+Files are always read with ``weights_only=True``: a model file is data, and loading it must not
+run code that a stranger put in it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
+CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
+
+# The builders a saved configuration may name (a file must not make us call any other method).
+BUILDERS = ("from_theorem", "trainable", "from_variant")
+# Builder options that say where and how to make the weights, never what model it is: a file that
+# carries them is not one that :meth:`KMeansTransformer.save` wrote.
+_PLACEMENT_OPTIONS = ("generator", "dtype", "device")
+
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format is a zip archive
+_PICKLE_MAGIC = b"\x80"  # the legacy format (and plain pickles) start with a protocol opcode
+
+
+class ModelFileError(ValueError):
+    """A model file or training checkpoint is damaged, truncated or holds something else.
+
+    The message starts with the file's path and says what is wrong with it.
+    """
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an exception's message, shortened (torch's messages run to pages)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _weights_only_reason(exc: BaseException) -> str:
+    # torch puts the actual reason ("Unsupported global: GLOBAL __main__.Foo", "Unsupported
+    # operand 149") after "WeightsUnpickler error:" inside a long explanation (on the same line
+    # or the next; after it, advice on allow-listing classes, cut off here).
+    lines = str(exc).splitlines()
+    for i, line in enumerate(lines):
+        if "WeightsUnpickler error:" in line:
+            rest = [line.split("WeightsUnpickler error:", 1)[1].strip()] + [x.strip() for x in lines[i + 1 :]]
+            reason = next((x for x in rest if x), "")
+            return _short(reason.split(". Please use", 1)[0]) if reason else "objects other than tensors"
+    return _short(exc)
+
+
+def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU, with the failure named by category.
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`ModelFileError`
+    (``"<path>: not a <what> (<problem>)"``) for anything that is not a readable torch file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file (expected a {what})")
+    if path.is_dir():
+        raise ModelFileError(f"{path}: not a {what} (it is a directory)")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot be read ({_short(exc)})") from exc
+    if size == 0:
+        raise ModelFileError(f"{path}: not a {what} (the file is empty: 0 bytes)")
+    if head.startswith(_ZIP_MAGIC):
+        kind = "zip"
+    elif head.startswith(_PICKLE_MAGIC):
+        kind = "pickle"
+    else:
+        raise ModelFileError(f"{path}: not a {what} (not a torch file: it starts with the bytes {head!r})")
+    if kind == "zip" and not zipfile.is_zipfile(path):
+        # A zip archive ends with its directory: without it the file was cut short.
+        raise ModelFileError(
+            f"{path}: not a {what} (truncated or damaged torch archive: the archive's end record is missing, {size} bytes)"
+        )
+    try:
+        with warnings.catch_warnings():
+            # (torch warns about the pickle protocol of a foreign pickle before refusing it)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights only" in str(exc).lower() or "weightsunpickler" in str(exc).lower():
+            raise ModelFileError(
+                f"{path}: not a {what} (it holds Python objects that a weights-only load refuses: {_weights_only_reason(exc)})"
+            ) from exc
+        raise ModelFileError(f"{path}: not a {what} (damaged torch file: {_short(exc)})") from exc
+    except (EOFError, OSError) as exc:
+        raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
+    except MemoryError as exc:
+        raise ModelFileError(f"{path}: not a {what} (damaged torch file: it asks for more memory than there is)") from exc
+    except Exception as exc:  # miniz errors (RuntimeError), KeyError from a garbage opcode, ...
+        raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, torch.Tensor):
+        return f"a tensor of shape {tuple(obj.shape)}"
+    if isinstance(obj, dict):
+        keys = ", ".join(repr(k) for k in list(obj)[:6])
+        return f"a dict with keys {keys}{', ...' if len(obj) > 6 else ''}" if obj else "an empty dict"
+    return f"a {type(obj).__name__}"
+
+
+def check_state_dict(state: Any, path: Path, what: str, entry: str) -> dict[str, torch.Tensor]:
+    """``state`` as a dict of finite floating-point tensors of one dtype, else ModelFileError."""
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise ModelFileError(f"{path}: not a {what} (its {entry!r} entry is {_describe(state)}, not a dict of named tensors)")
+    dtypes = {v.dtype for v in state.values()}
+    if any(not dt.is_floating_point for dt in dtypes) or len(dtypes) > 1:
+        names = ", ".join(sorted(str(dt) for dt in dtypes))
+        raise ModelFileError(f"{path}: not a {what} (its weights must be floating point of one dtype, found {names})")
+    for name, value in state.items():
+        if not bool(torch.isfinite(value).all()):
+            raise ModelFileError(f"{path}: damaged {what} (the weights {name!r} hold NaN or infinite values)")
+    return state
+
+
+def build_model(
+    config: Any, state: Any, path: Path, what: str = "kmtlib model file", config_entry: str = "config", state_entry: str = "state_dict"
+):
+    """Rebuild a :class:`~kmtlib.KMeansTransformer` from a saved configuration and state dict (on
+    the CPU, in the saved dtype), checking both; ModelFileError names ``path`` on any mismatch."""
+    from .transformer import KMeansTransformer
+
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{path}: not a {what} (its {config_entry!r} entry is {_describe(config)}, not a model configuration)")
+    unknown = sorted(set(map(str, config)) - {"builder", "kwargs"})
+    if unknown or "builder" not in config or "kwargs" not in config:
+        raise ModelFileError(
+            f"{path}: not a {what} (its configuration must have the keys 'builder' and 'kwargs', found {sorted(map(str, config))})"
+        )
+    builder, kwargs = config["builder"], config["kwargs"]
+    if builder not in BUILDERS:
+        raise ModelFileError(f"{path}: not a {what} (unknown builder {builder!r}; expected one of {', '.join(BUILDERS)})")
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ModelFileError(f"{path}: not a {what} (the builder options are {_describe(kwargs)}, not a dict of named options)")
+    placement = sorted(set(kwargs) & set(_PLACEMENT_OPTIONS))
+    if placement:
+        raise ModelFileError(f"{path}: not a {what} (its configuration carries the option(s) {', '.join(placement)}, which a saved model never has)")
+    state = check_state_dict(state, path, what, state_entry)
+    try:
+        model = getattr(KMeansTransformer, builder)(**kwargs)
+    except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
+        raise ModelFileError(f"{path}: not a {what} (its configuration {builder}({_kwargs_text(kwargs)}) does not build a model: {_short(exc)})") from exc
+    if state:
+        model = model.to(next(iter(state.values())).dtype)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ModelFileError(f"{path}: not a {what} (its weights do not fit the model its configuration describes: {_state_mismatch(model, state)})") from exc
+    return model
+
+
+def _kwargs_text(kwargs: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _state_mismatch(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> str:
+    """A one-line account of how a state dict differs from a model's (load_state_dict's own
+    message lists every key on many lines)."""
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    parts = []
+    for label, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape (file vs model)", shapes)):
+        if items:
+            parts.append(f"{label}: {', '.join(items[:3])}{', ...' if len(items) > 3 else ''} ({len(items)})")
+    return "; ".join(parts) or "load_state_dict refused it"
+
+
+def load_model_file(path: str | os.PathLike, map_location: str | torch.device = "cpu"):
+    """What :func:`kmtlib.load_model` does: read, check and rebuild a saved model."""
+    path = Path(path)
+    what = "kmtlib model file"
+    payload = read_torch_file(path, what)
+    if not isinstance(payload, dict):
+        raise ModelFileError(f"{path}: not a {what} (it holds {_describe(payload)}; expected a model saved with KMeansTransformer.save)")
+    fmt = payload.get("format")
+    if fmt == CHECKPOINT_FORMAT:
+        raise ModelFileError(f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)")
+    if fmt != MODEL_FORMAT:
+        found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
+        raise ModelFileError(f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {_describe(payload)})")
+    for key in ("config", "state_dict"):
+        if key not in payload:
+            raise ModelFileError(f"{path}: damaged {what} (the {key!r} entry is missing)")
+    model = build_model(payload["config"], payload["state_dict"], path, what)
+    return model.to(map_location)
