@@ -83,8 +83,9 @@ def check_k(k: object, n: int, name: str = "k") -> int:
     return k
 
 
-def check_centers(C: object, X: torch.Tensor, name: str = "C0") -> torch.Tensor:
-    """Check centres (B, k, d) against points X (B, n, d): shapes, device, dtype, finiteness."""
+def check_centers(C: object, X: torch.Tensor, name: str = "C0", *, at_most_n: bool = True) -> torch.Tensor:
+    """Check centres (B, k, d) against points X (B, n, d): shapes, device, dtype, finiteness, and
+    (where ``at_most_n``) no more centres than points."""
     if not isinstance(C, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape (B, k, d), got {type(C).__name__}")
     if C.ndim != 3:
@@ -94,7 +95,10 @@ def check_centers(C: object, X: torch.Tensor, name: str = "C0") -> torch.Tensor:
         raise ValueError(f"{name} has {C.shape[0]} tasks but X has {B}")
     if C.shape[2] != d:
         raise ValueError(f"{name} has dimension d={C.shape[2]} but X has d={d}")
-    check_k(C.shape[1], n, name=f"the number of centres in {name}")
+    if at_most_n:
+        check_k(C.shape[1], n, name=f"the number of centres in {name}")
+    elif C.shape[1] < 1:
+        raise ValueError(f"{name} must hold at least one centre, got shape {tuple(C.shape)}")
     check_same_device_dtype(X=X, **{name: C})
     if not bool(torch.isfinite(C).all()):
         raise ValueError(f"{name} contains NaN or inf values")
@@ -124,3 +128,31 @@ def check_generator(generator: object, device: torch.device, name: str = "genera
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
+
+
+def check_square_range(X: torch.Tensor, C: torch.Tensor, width: int, what: str) -> None:
+    """Raise unless the squared distances of points X and centres C in ``width`` coordinates can
+    be computed at the dtype's precision, naming the limit (see :func:`kmtlib._numerics.square_range`).
+    For code that computes in the data's own scale (the transformer's tokens) instead of
+    rescaling as :func:`kmtlib.lloyd` does."""
+    from ._numerics import magnitudes, square_range
+
+    low, high = square_range(X.dtype, width)
+    size = magnitudes(X, C)
+    fix = "rescale the data (the clustering does not depend on the scale)"
+    if X.dtype == torch.float32:
+        fix += " or use float64"
+    largest = float(size.max())
+    if largest > high:
+        raise ValueError(
+            f"points too large for {what}: |x| up to {largest:.3g} (X and C0), but its {X.dtype} squared "
+            f"distances overflow above |x| = {high:.3g}; {fix}"
+        )
+    tiny = (size > 0) & (size < low)
+    if bool(tiny.any()):
+        b = int(tiny.nonzero()[0, 0])
+        raise ValueError(
+            f"points too small for {what}: in task {b} |x| is at most {float(size[b]):.3g} (X and C0), but below "
+            f"|x| = {low:.3g} the {X.dtype} squared distances fall into the subnormal range and lose "
+            f"precision; {fix}"
+        )

@@ -58,6 +58,7 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
+from ._numerics import tie_equal_keys
 from ._scratch import same_storage
 from .attention import _unnormalised_, dot_scores, euclidean_scores, get_attention_map
 from .embedding import NormAugmentedEmbedding, OneHotEmbedding
@@ -377,10 +378,21 @@ class AttentionBlock(nn.Module):
     def _reference_weights(self, q: torch.Tensor, k: torch.Tensor, exact: bool) -> torch.Tensor:
         """Attention weights (B, m, r) by the textbook formula (fresh tensor, autograd-safe)."""
         if self._euclidean:
-            scores = euclidean_scores(q, k, query_norm=False, exact=exact)
+            # (exact: -||q - k||^2 in full, 0 exactly for a copy of the query, below 0 for any
+            # other key; adding the row constant ||q||^2 would round neighbours up to a tie)
+            scores = euclidean_scores(q, k, query_norm=exact, exact=exact)
         else:
             scores = dot_scores(q, k)
+        if self._ties_need_care(q):
+            scores = tie_equal_keys(scores, k, dim=2)
         return get_attention_map(self._map_name())(scores, self.inverse_temperature)
+
+    def _ties_need_care(self, q: torch.Tensor) -> bool:
+        """Whether equal keys must be given bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`):
+        in hard attention, where ties are decided by exact comparison, and where the scores come
+        from a product that can round (not for the one-hot id queries of CAC and SAC, whose
+        scores are exact small integers)."""
+        return self.is_hard and not _is_identity(q)
 
     def _fast_scores(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, bool]:
         """Scores (B, m, r) of projected queries q (B, m, D') over projected keys k (B, r, D'), and
@@ -429,10 +441,13 @@ class AttentionBlock(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool = False
     ) -> torch.Tensor:
         if self._euclidean and exact:
-            scores = euclidean_scores(q, k, query_norm=False, exact=True)
+            scores = euclidean_scores(q, k, query_norm=True, exact=True)  # (see _reference_weights)
             U, Z = _unnormalised_(self._map_name(), scores, self.inverse_temperature)
         else:
             scores, owned = self._fast_scores(q, k)
+            if self._ties_need_care(q):
+                tied = tie_equal_keys(scores, k, dim=2)
+                scores, owned = tied, owned or tied is not scores
             U, Z = _unnormalised_(self._map_name(), scores, self.inverse_temperature, owned)
         if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK or columns):
             # U @ I (the centres' one-hot ids as values): no product. (For a keys-major U with many

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_choice, check_generator, check_k, check_points
-from .objective import gather_centers
+from ._numerics import times_power_of_two
+from .objective import gather_centers, range_exponents
 
 INIT_METHODS: tuple[str, ...] = ("random", "kmeans++")
 
@@ -21,11 +22,17 @@ def _random_subset(X: torch.Tensor, k: int, g: torch.Generator | None) -> torch.
 def _kmeans_plus_plus(X: torch.Tensor, k: int, g: torch.Generator | None) -> torch.Tensor:
     """D^2 seeding (Arthur and Vassilvitskii, 2007): the first centre is a uniform point, each
     next one is drawn with probability proportional to the squared distance to the nearest
-    centre chosen so far. Loops over the k centres only; points and tasks are batched."""
+    centre chosen so far. Loops over the k centres only; points and tasks are batched.
+
+    The D^2 weights are computed on the points divided by a power of two where their squares
+    (or the sum of n of them) would leave the dtype's range: the same probabilities (the
+    division is exact), no overflow to inf and no underflow to a degenerate all-zero row."""
     B, n, d = X.shape
+    e = range_exponents(X, terms=n)
+    S = X if e is None else times_power_of_two(X, -e)  # (the distances are taken on S, the centres from X)
     first = torch.randint(0, n, (B, 1), generator=g, device=X.device)
     chosen = [first]
-    nearest = ((X - gather_centers(X, first)) ** 2).sum(-1)  # (B, n)
+    nearest = ((S - gather_centers(S, first)) ** 2).sum(-1)  # (B, n)
     for _ in range(1, k):
         weights = nearest.clone()
         # A task whose points all coincide with chosen centres has no D^2 mass left: draw uniformly.
@@ -33,7 +40,7 @@ def _kmeans_plus_plus(X: torch.Tensor, k: int, g: torch.Generator | None) -> tor
         weights = torch.where(degenerate, torch.ones_like(weights), weights)
         pick = torch.multinomial(weights, 1, generator=g)  # (B, 1)
         chosen.append(pick)
-        nearest = torch.minimum(nearest, ((X - gather_centers(X, pick)) ** 2).sum(-1))
+        nearest = torch.minimum(nearest, ((S - gather_centers(S, pick)) ** 2).sum(-1))
     return gather_centers(X, torch.cat(chosen, dim=1))
 
 

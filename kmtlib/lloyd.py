@@ -6,7 +6,8 @@ import torch
 
 from ._checks import check_centers, check_choice, check_generator, check_int, check_points
 from ._scratch import Scratch
-from .objective import assignment_cost_rows, center_rows, nearest_center_t, points_major
+from ._numerics import times_power_of_two
+from .objective import assignment_cost_rows, center_rows, nearest_center_t, points_major, range_exponents
 from .results import ClusteringResult
 
 EMPTY_RULES: tuple[str, ...] = ("mean", "keep", "random")
@@ -93,6 +94,12 @@ def lloyd(
     :data:`EMPTY_RULES`; the default ``"mean"`` is the rule of the limit transformer). There is
     no early stop: a converged task simply repeats its fixed point.
 
+    At any scale: a task whose squared distances would overflow or underflow the dtype (points
+    or centres above about 1e19 in float32, 1e154 in float64, or tiny ones) runs on its data
+    divided by a power of two, which changes no assignment and no mean (the division is exact),
+    and its centres and objective are multiplied back; an objective beyond the dtype's largest
+    number is ``inf``.
+
     Args:
         X: points (B, n, d), float32 or float64.
         C0: initial centres (B, k, d), same device and dtype.
@@ -109,7 +116,20 @@ def lloyd(
     steps = check_int("steps", steps, minimum=0)
     check_choice("empty-cluster rule", empty, EMPTY_RULES)
     g = check_generator(generator, X.device)
+    e = range_exponents(X, C0, terms=X.shape[1])
+    if e is not None:
+        result = _lloyd(times_power_of_two(X, -e), times_power_of_two(C0, -e), steps, empty, g)
+        result.centers = times_power_of_two(result.centers, e)
+        result.centers[:, 0] = C0  # (exactly, also where a tiny coordinate did not survive the division)
+        result.objective = times_power_of_two(result.objective, 2 * e)
+        return result
+    return _lloyd(X, C0, steps, empty, g)
 
+
+def _lloyd(
+    X: torch.Tensor, C0: torch.Tensor, steps: int, empty: str, g: torch.Generator | None
+) -> ClusteringResult:
+    """:func:`lloyd` on checked inputs whose squares are in range."""
     k = C0.shape[1]
     centers = [C0]
     objective = []

@@ -6,18 +6,41 @@ import torch
 
 from ._checks import check_centers, check_points
 from ._layout import copy_transposed_
+from ._numerics import magnitudes, power_of_two_exponents, square_range, tie_equal_keys, times_power_of_two
 from ._scratch import Scratch, needs_autograd
+
+
+def range_exponents(X: torch.Tensor, C: torch.Tensor | None = None, terms: int = 1) -> torch.Tensor | None:
+    """Per task (B,), the exponent e of the power of two 2^e by which points X and centres C are
+    divided so that their squared distances (summed over up to ``terms`` of them) neither
+    overflow nor lose precision to underflow; None when every task is in range (the usual case:
+    nothing to do). Nearest centres, means and D^2 draws are unchanged by this exact rescaling."""
+    low, high = square_range(X.dtype, X.shape[-1], terms)
+    return power_of_two_exponents(magnitudes(X) if C is None else magnitudes(X, C), low, high)
+
+
+def _squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    x2 = (X * X).sum(-1, keepdim=True)
+    c2 = (C * C).sum(-1).unsqueeze(1)
+    return torch.baddbmm(x2 + c2, X, C.transpose(1, 2), alpha=-2.0).clamp_min_(0.0)
 
 
 def squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances (B, n, k) between points (B, n, d) and centres (B, k, d).
 
     Computed through ||x||^2 - 2 x.c + ||c||^2 with one batched matrix product (the fast route
-    scikit-learn and faiss take), clamped at zero against rounding.
+    scikit-learn and faiss take), clamped at zero against rounding; its error is about
+    ``eps (||x||^2 + ||c||^2)``. At any scale: tasks whose coordinates would overflow the
+    squares (above about 1e19 in float32, 1e154 in float64) or fall into the subnormal range
+    are computed on the data divided by a power of two and multiplied back (exact), so a
+    distance is ``inf`` only where it exceeds the dtype's largest number itself.
     """
-    x2 = (X * X).sum(-1, keepdim=True)
-    c2 = (C * C).sum(-1).unsqueeze(1)
-    return torch.baddbmm(x2 + c2, X, C.transpose(1, 2), alpha=-2.0).clamp_min_(0.0)
+    check_points(X)
+    check_centers(C, X, name="C", at_most_n=False)
+    e = range_exponents(X, C)
+    if e is None:
+        return _squared_distances(X, C)
+    return times_power_of_two(_squared_distances(times_power_of_two(X, -e), times_power_of_two(C, -e)), 2 * e)
 
 
 def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -29,8 +52,21 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     centres is an elementwise reduction across k rows of length n, which vectorises over the points
     (``argmin`` over a short last dimension is several times slower on the CPU). The label is then
     the lowest index whose score equals that minimum, found with one more vectorised pass; this is
-    ``argmin`` with its first-index tie rule made explicit instead of left to the backend.
+    ``argmin`` with its first-index tie rule made explicit instead of left to the backend. Equal
+    centres get bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`), so the first
+    of them wins on every CPU. Tasks whose squares would leave the dtype's range are rescaled by
+    a power of two first (see :func:`squared_distances`); the labels do not change.
     """
+    check_points(X)
+    check_centers(C, X, name="C", at_most_n=False)
+    e = range_exponents(X, C)
+    if e is not None:
+        X, C = times_power_of_two(X, -e), times_power_of_two(C, -e)
+    return _nearest_center(X, C)
+
+
+def _nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`nearest_center` for prepared inputs (checked, in range): no checks, no rescaling."""
     return nearest_center_t(X.transpose(1, 2), C)
 
 
@@ -61,6 +97,7 @@ def nearest_center_t(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None 
     else:
         scores = torch.baddbmm(bias, C, XT, alpha=-2.0, out=scratch("scores", (B, k, n), XT.dtype, XT.device))
         is_min = scratch("is_min", (B, k, n), torch.bool, XT.device)
+    scores = tie_equal_keys(scores, C, dim=1)  # (equal centres: equal scores, whatever BLAS did)
     # score <= min is score == min (nothing is below the minimum; NaN fails both), and the
     # ordered comparison is the faster kernel on the CPU
     torch.le(scores, scores.amin(dim=1, keepdim=True), out=is_min)  # at least one True per point
@@ -117,7 +154,11 @@ def assignment_cost_rows(
 
 
 def _kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    return assignment_cost(X, C, nearest_center(X, C))
+    e = range_exponents(X, C, terms=X.shape[1])
+    if e is None:
+        return assignment_cost(X, C, _nearest_center(X, C))
+    Xs, Cs = times_power_of_two(X, -e), times_power_of_two(C, -e)
+    return times_power_of_two(assignment_cost(Xs, Cs, _nearest_center(Xs, Cs)), 2 * e)
 
 
 def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -125,7 +166,9 @@ def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     to the nearest centre (a sum, not a mean, as in the paper).
 
     The nearest centre is found with the fast expansion; the distance to it is then computed from
-    the difference ``x - c`` itself, so the value carries no cancellation error.
+    the difference ``x - c`` itself, so the value carries no cancellation error. At any scale
+    (tasks whose squares would leave the dtype's range are rescaled by a power of two and the
+    value multiplied back): ``inf`` only where the objective exceeds the dtype's largest number.
     """
     check_points(X)
     check_centers(C, X, name="C")

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._checks import check_centers, check_int, check_points
+from ._checks import check_centers, check_int, check_points, check_square_range
 from .embedding import Embedding
 from ._scratch import Scratch, same_storage
-from .objective import _kmeans_objective, assignment_cost, assignment_cost_rows, center_rows, nearest_center
+from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
 from .results import ClusteringResult
 
@@ -97,6 +97,8 @@ class KMeansTransformer(nn.Module):
             raise ValueError(f"the model is built for d={self.d} but X has d={X.shape[-1]}")
         if C0.shape[1] != self.k:
             raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
+        # the tokens hold the data in its own scale: their squares must stay in the dtype's range
+        check_square_range(X, C0, self.width, "the k-means transformer")
         for p in self.parameters():
             if p.dtype != X.dtype:
                 raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")
@@ -151,7 +153,7 @@ class KMeansTransformer(nn.Module):
             trajectory.append(self.embedding.centers(centre_tokens))
         centers = torch.stack(trajectory, dim=1)
         with torch.no_grad():
-            labels = nearest_center(X, trajectory[-1].detach())
+            labels = _nearest_center(X, trajectory[-1].detach())
             objective.append(assignment_cost(X, trajectory[-1].detach(), labels))
             objective = torch.stack(objective, dim=1)
         return ClusteringResult(

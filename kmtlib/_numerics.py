@@ -1,0 +1,132 @@
+"""Floating-point care shared by the distance computations: ties between equal keys, and the
+range of the squares.
+
+Ties. The limit attention and Lloyd's assignment decide by exact comparison of scores, so where
+two keys are equal (duplicate points, or two centres an empty-cluster rule sent to the same
+place) their scores must be bitwise equal, or the tie is broken by the last bit of a rounding
+error. A matrix product does not promise that: BLAS kernels add the terms of a dot product in an
+order that can depend on the position of the key in the kernel's tile, and differs from one CPU
+to another. :func:`tie_equal_keys` makes equal keys score equally whatever the product did: it
+finds the equal keys by exact comparison and copies the scores of the first copy to the others.
+
+Range. The expanded square ``||x||^2 - 2 x.c + ||c||^2`` overflows when the coordinates pass
+about ``sqrt(max)`` of the dtype (1.8e19 in float32, 1.3e154 in float64) and loses the dtype's
+precision when the squares fall into the subnormal range (coordinates below about
+``sqrt(tiny / eps)``: 3e-16 in float32, 1e-146 in float64). Nearest centres, Lloyd's steps and
+k-means++ draws do not change when points and centres are multiplied by one power of two, and
+that multiplication is exact, so :func:`power_of_two_exponents` finds, per task, the exponent
+that brings out-of-range data to magnitude about 1, and :func:`times_power_of_two` applies it
+(and takes it back). In-range tasks are not touched (exponent 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+PAIRWISE_LIMIT = 1 << 16
+"""Up to this many key pairs per batch, equal keys are found by comparing all pairs directly."""
+
+
+def _bit_sums(keys: torch.Tensor) -> torch.Tensor:
+    """(B, r) sums of the bit patterns of each key's coordinates, in int64: equal keys have equal
+    sums whatever order the sum is taken in (integer addition is exact; ``+ 0.0`` turns -0.0 into
+    +0.0). Different keys may have equal sums too; those are told apart by exact comparison."""
+    bits = (keys + 0.0).contiguous().view(torch.int32)  # (float64: two halves per coordinate)
+    return bits.sum(-1, dtype=torch.int64)
+
+
+def first_equal_key(keys: torch.Tensor) -> torch.Tensor | None:
+    """For keys (B, r, D), the index (B, r) of the first key equal to each key (its own index when
+    no earlier key equals it), or None when all keys of every task are distinct."""
+    B, r, D = keys.shape
+    if r < 2:
+        return None
+    if B * r * r > PAIRWISE_LIMIT:
+        # necessary condition first: equal keys have equal bit sums (sorted: neighbours)
+        sums = _bit_sums(keys).sort(dim=1).values
+        if not bool((sums[:, 1:] == sums[:, :-1]).any()):
+            return None
+    equal = (keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1)  # (B, r, r), True on the diagonal
+    if int(equal.sum()) == B * r:
+        return None
+    # weight r - l on the equal keys l: the largest weight marks the lowest equal index
+    weights = torch.arange(r, 0, -1, device=keys.device)
+    return (equal * weights).amax(dim=2).neg_().add_(r)
+
+
+def tie_equal_keys(scores: torch.Tensor, keys: torch.Tensor, dim: int) -> torch.Tensor:
+    """Scores with every key's scores replaced by those of the first key equal to it.
+
+    ``scores`` is (B, r, m) with the keys along ``dim=1`` or (B, m, r) with them along ``dim=2``;
+    ``keys`` (B, r, D). Returns ``scores`` itself when all keys of every task are distinct (the
+    usual case: one comparison of the keys, no pass over the scores), else a new tensor. In exact
+    arithmetic equal keys have equal scores; this makes it so in floating point on every CPU, so
+    that exact-comparison maps see the tie (see the module documentation).
+    """
+    if keys.device.type != "cpu":
+        # (no data-dependent branch on an accelerator, which would wait for the device: every
+        # key is compared with every other, and the scores are always gathered)
+        B, r, _ = keys.shape
+        equal = (keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1)
+        first = (equal * torch.arange(r, 0, -1, device=keys.device)).amax(dim=2).neg_().add_(r)
+    else:
+        first = first_equal_key(keys)
+        if first is None:
+            return scores
+        B, r = first.shape
+    if dim == 1:
+        index = first.unsqueeze(2).expand(B, r, scores.shape[2])
+    else:
+        index = first.unsqueeze(1).expand(B, scores.shape[1], r)
+    return scores.gather(dim, index)
+
+
+# ----------------------------------------------------------------------------------- range
+def square_range(dtype: torch.dtype, width: int, terms: int = 1) -> tuple[float, float]:
+    """``(low, high)``: the coordinate magnitudes (largest absolute value per task) for which
+    squared distances in ``width`` dimensions, summed over up to ``terms`` of them, are computed
+    at the dtype's full precision: above ``high`` the expanded square ``||x||^2 - 2 x.c + ||c||^2``
+    (at most ``4 width max|.|^2``) overflows; below ``low`` its rounding error
+    ``eps max|.|^2`` falls into the subnormal range, where the precision runs out."""
+    fi = torch.finfo(dtype)
+    return math.sqrt(fi.tiny / fi.eps), math.sqrt(fi.max / (8.0 * width * max(terms, 1)))
+
+
+def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
+    """The largest absolute coordinate per task (B,) over tensors (B, *, d)."""
+    return torch.stack([t.detach().abs().amax(dim=tuple(range(1, t.dim()))) for t in tensors]).amax(0)
+
+
+def power_of_two_exponents(size: torch.Tensor, low: float, high: float) -> torch.Tensor | None:
+    """Per task (B,), the exponent e (int64) such that ``size * 2^-e`` lies in [0.5, 1), for the
+    tasks whose ``size`` is above ``high`` or below ``low`` (but not 0); 0 for the others. None
+    when no task needs it (the usual case)."""
+    out = (size > high) | ((size < low) & (size > 0))
+    if not bool(out.any()):
+        return None
+    exponent = torch.frexp(size).exponent.to(torch.int64)
+    return torch.where(out, exponent, torch.zeros_like(exponent))
+
+
+def _powers_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """2^exponent exactly, built from its bits (|exponent| within the normal range of dtype)."""
+    if dtype == torch.float64:
+        return ((exponent + 1023) << 52).view(torch.float64)
+    return ((exponent + 127) << 23).to(torch.int32).view(torch.float32)
+
+
+def times_power_of_two(t: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
+    """``t * 2^exponent`` per task (exponent (B,), t (B, ...)), as a new tensor; exact whenever the
+    result is a normal number (in several multiplications where 2^exponent itself is not
+    representable)."""
+    step_limit = 1022 if t.dtype == torch.float64 else 126  # (2^step is a normal number)
+    shape = (-1,) + (1,) * (t.dim() - 1)
+    left = exponent
+    while True:
+        step = left.clamp(-step_limit, step_limit)
+        t = t * _powers_of_two(step, t.dtype).view(shape)
+        left = left - step
+        if not bool(left.any()):
+            return t
