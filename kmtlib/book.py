@@ -7,14 +7,17 @@ and fills the size parameters left at ``None`` from the chosen profile.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import math
 import numbers
 import os
 import platform
 import re
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,68 @@ def check_parameter(name: str, value: Any, kind: type, *, minimum: float | None 
     return value
 
 
+PAPERMILL_HEADER = "# Parameters"
+"""The first line of the cell papermill injects after the ``parameters`` cell (its Python translator
+writes ``# Parameters`` and then one assignment per parameter given with ``-p``)."""
+
+
+def _assigned_names(source: str) -> list[str]:
+    """The names a cell assigns at top level (``x = 1``, ``x: int = 1``), in order."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def passed_parameters(history: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """``(declared, passed)`` read from a kernel's input history (IPython's ``In``), or ``None``
+    when no parameters were injected (the book build, an interactive session).
+
+    Papermill runs the ``parameters`` cell, then the cell it injected with the values given on its
+    command line (first line ``# Parameters``), then the rest. ``declared`` are the names assigned
+    before the injected cell (the chapter's parameters), ``passed`` the names the injected cell
+    assigns."""
+    for i in range(len(history) - 1, -1, -1):
+        source = history[i] or ""
+        if source.lstrip().startswith(PAPERMILL_HEADER):
+            declared = [name for cell in history[:i] for name in _assigned_names(cell or "")]
+            return declared, _assigned_names(source)
+    return None
+
+
+def check_passed_parameters(declared: Sequence[str], passed: Sequence[str]) -> None:
+    """Raise :class:`ParameterError` naming the first passed parameter the chapter does not declare
+    (a misspelling such as ``-p n_taks 10`` would otherwise run silently with the profile's value)
+    and the closest declared name."""
+    known = list(dict.fromkeys(declared))
+    unknown = [name for name in dict.fromkeys(passed) if name not in known]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    more = f" (nor are {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+    hint = f" Did you mean {close[0]}?" if close else ""
+    raise ParameterError(f"parameter {name} is not a parameter of this chapter{more}.{hint} "
+                         f"Its parameters are {', '.join(known)}.")
+
+
+def _kernel_history() -> list[str] | None:
+    """The raw input history of the IPython kernel running this code, or ``None`` outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the kernel
+        return None
+    shell = get_ipython()
+    if shell is None:
+        return None
+    return list(shell.history_manager.input_hist_raw)
+
+
 class Chapter:
     """The run context of one chapter.
 
@@ -86,6 +151,10 @@ class Chapter:
                  sizes: Mapping[str, Any], profiles: Mapping[str, Mapping[str, Any]]) -> None:
         self.started = time.perf_counter()
         self.stem = stem
+        history = _kernel_history()
+        found = passed_parameters(history) if history is not None else None
+        if found is not None:
+            check_passed_parameters(*found)
         check_parameter("profile", profile, str, choices=PROFILES)
         check_parameter("seed", seed, int, minimum=0)
         check_parameter("output_dir", output_dir, str)
@@ -103,8 +172,8 @@ class Chapter:
         unset = {name for name, value in sizes.items() if value is None or (_is_number(value) and value == 0)}
         self.sizes = {name: (defaults[name] if name in unset else value) for name, value in sizes.items()}
         self.overridden = sorted(set(sizes) - unset)
-        root = find_repo_root()
-        self.output_dir = Path(output_dir) if output_dir else root / "results" / stem
+        self.root = find_repo_root()
+        self.output_dir = Path(output_dir) if output_dir else self.root / "results" / stem
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []
@@ -126,7 +195,17 @@ class Chapter:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         extra = f" (overridden: {', '.join(self.overridden)})" if self.overridden else ""
         return (f"profile={self.profile}, device={self.device}, seed={self.seed}; {sizes}{extra}; "
-                f"output_dir={self.output_dir}; run={self.run_id}")
+                f"output_dir={self.shown_output_dir}; run={self.run_id}")
+
+    @property
+    def shown_output_dir(self) -> str:
+        """The output folder as the page prints it: relative to the repository root when it lies
+        inside it (``results/<stem>``), so that a page names no folder of the machine that built it."""
+        folder = self.output_dir.resolve()
+        try:
+            return folder.relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(self.output_dir)
 
     def save_figure(self, fig, label: str) -> None:
         """Write ``<label>.png`` and ``<label>.pdf`` into the output folder."""
@@ -137,12 +216,20 @@ class Chapter:
         self.figures.append(label)
 
     def record(self, **values: Any) -> None:
-        """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers)."""
+        """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers).
+
+        A NaN or infinite number is refused with the metric's name: JSON has no such numbers, and a
+        missing value is recorded as ``None`` (``null``), which says so."""
         for name, value in values.items():
             if isinstance(value, Mapping):
                 # metrics.json is flat (DESIGN.md): readers and tests look numbers up by one name
                 raise TypeError(f"metric {name!r} is a mapping; record one flat name per number or list")
-            self.metrics[name] = _plain(value)
+            plain = _plain(value)
+            where = _non_finite(plain)
+            if where is not None:
+                raise ValueError(f"metric {name!r} is not a finite number{where}: {plain!r:.200}; "
+                                 "record None for a value that does not exist")
+            self.metrics[name] = plain
 
     def write_metrics(self) -> Path:
         """Write ``metrics.json`` with the recorded numbers and the run's settings."""
@@ -160,10 +247,24 @@ class Chapter:
             "wall_seconds": round(time.perf_counter() - self.started, 3),
             "run_id": self.run_id,
         }
+        for name, value in payload.items():
+            where = _non_finite(value)
+            if where is not None:
+                raise ValueError(f"metric {name!r} is not a finite number{where}")
+        text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n"
         path = self.output_dir / "metrics.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
-        os.replace(tmp, path)
+        # Written next to the target and renamed over it: a reader sees the old file or the new one,
+        # never a part of one, whatever stops the chapter.
+        fd, tmp = tempfile.mkstemp(prefix=".metrics-", suffix=".json.tmp", dir=self.output_dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
 
 
@@ -203,6 +304,17 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
     return value
+
+
+def _non_finite(value: Any, path: str = "") -> str | None:
+    """Where in ``value`` (a plain value) a NaN or infinity sits: ``""`` for the value itself,
+    ``" at [3]"`` for an element of a list; ``None`` when every number is finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f" at {path}" if path else ""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _non_finite(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None

@@ -95,3 +95,14 @@ def test_bad_parameter_is_named(tmp_path):
     with pytest.raises(pm.PapermillExecutionError) as err:
         _run(name, tmp_path, {"profile": "fast"})
     assert "profile" in str(err.value)
+
+
+@pytest.mark.notebook
+def test_misspelt_parameter_fails_the_run_and_is_named(tmp_path):
+    # papermill itself only warns ("Passed unknown parameter") and runs with the profile's value
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        _run(CHAPTERS[0], tmp_path, {"n_taks": 10})
+    message = str(err.value)
+    assert "ParameterError" in message and "parameter n_taks is not a parameter of this chapter" in message
+    assert "Did you mean n_tasks?" in message
+    assert not (tmp_path / "results" / "metrics.json").exists(), "the chapter stops in its first cell"
