@@ -1,6 +1,6 @@
 """Training dynamics: the logs of many training runs as one tidy table, summarised over seeds.
 
-The paper's appendix figures (Figs. 9 and 10; notes/paper.md section 7.8) show, for each
+The paper's appendix figures (Figs. 9 and 10, drawn by the authors' ``plot_train_id_gen.py``) show, for each
 hyper-parameter value, the training loss (a running mean over windows of 50 steps) and the
 relative validation objective against one Lloyd step, as the median and inter-quartile range over
 training seeds. This module turns a folder of runs made by ``python -m kmtlib.train`` (or shipped

@@ -17,6 +17,11 @@ has, so a new chapter needs no registration anywhere:
   the register as a table.
 * **Data-aware execution cache.** A chapter whose shipped ``data/<name>`` folders changed since
   the last build runs again, although its code did not change (:mod:`kmtlib.execution_cache`).
+* **Numbers from the build.** The role ``{metric}`05_training:main_model_t20:.2f``` stands for a
+  number of a chapter's ``metrics.json``, the one written by the run its page shows; it is filled
+  in once every chapter has run, and a missing metric (or files from another run) is a build
+  warning, an error under ``-W``. The index's results table is written with it, so that no page
+  states a number of "this build" typed by hand.
 * **Provenance.** ``chapter-runs`` tabulates, for every chapter, the profile, device, seed and
   sizes of the run shown on its page (read back from the line ``Chapter.describe`` printed) and
   the execution time; ``build-environment`` lists the package versions of the build.
@@ -45,7 +50,7 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from .book import parse_describe
+from .book import find_repo_root, parse_describe
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +81,113 @@ def _placeholder_directive(kind: str) -> type[Directive]:
 
     _Directive.__name__ = f"{kind.title().replace('-', '')}Directive"
     return _Directive
+
+
+# --------------------------------------------------------------------------- numbers from the build
+
+
+class kmt_metric(nodes.Inline, nodes.TextElement):  # noqa: N801 (docutils naming)
+    """A number of a chapter's metrics.json, filled in when every chapter has run."""
+
+
+_METRIC = re.compile(
+    r"^(?:(?P<chapter>\d[\w-]*):)?(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+)\])?(?::(?P<spec>[^:]*))?$")
+
+
+def _metric_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{metric}`<chapter stem>:<metric>[<index>]:<format>```: e.g. ``01_kmeans_and_lloyd:lloyd_t20:.2f``
+    or ``05_training:main_model_median[-1]:.2f``; on a chapter's own page the stem may be left out
+    (``{metric}`exact_tasks```). The format is Python's (``.2f``, ``.0%``, ``.1e``, the last written
+    as a power of ten)."""
+    env = inliner.document.settings.env
+    match = _METRIC.match(text.strip())
+    if match is None:
+        msg = inliner.reporter.error(f"kmt: bad metric reference {text!r}; write chapter:name[index]:format",
+                                     line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    env.kmt_aggregate_docs = getattr(env, "kmt_aggregate_docs", set()) | {env.docname}
+    fields = {k: v or "" for k, v in match.groupdict().items()}
+    fields["chapter"] = fields["chapter"] or posixpath.basename(env.docname)
+    node = kmt_metric(rawtext, f"[{text}]", **fields)
+    node.source, node.line = inliner.document.current_source, lineno
+    return [node], []
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def format_metric(value: Any, spec: str) -> str:
+    """A metric as the page prints it: Python's format ``spec``; an ``e`` format is written as a
+    power of ten (``8.9 × 10⁻¹⁶``), and a mantissa of 1 is dropped (``10⁻¹⁵``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if spec.endswith("e"):
+        mantissa, _, exponent = format(value, spec).partition("e")
+        power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
+        return power if float(mantissa) == 1 else f"{mantissa} \u00d7 {power}"
+    return format(value, spec)
+
+
+def _chapter_docname(app: Sphinx, stem: str) -> str | None:
+    return next((doc for doc in _page_info(app.env) if posixpath.basename(doc) == stem), None)
+
+
+def _output_folder(app: Sphinx, docname: str, run: dict) -> Path:
+    """The folder a chapter's run wrote to, as its page printed it: relative paths are relative to
+    the repository root (:meth:`kmtlib.book.Chapter.describe` prints them so)."""
+    folder = Path(run["output_dir"])
+    if folder.is_absolute():
+        return folder
+    return find_repo_root(Path(app.srcdir)) / folder
+
+
+def _run_metrics(app: Sphinx, docname: str) -> tuple[dict | None, str]:
+    """The metrics.json of the run a chapter's page shows, or ``(None, why not)``."""
+    run = _page_info(app.env).get(docname, {}).get("run")
+    if not run or not run.get("output_dir"):
+        return None, "its page printed no run line (Chapter.describe)"
+    path = _output_folder(app, docname, run) / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text())
+    except OSError:
+        return None, f"{path} is missing"
+    except ValueError as err:
+        return None, f"{path} is not valid JSON ({err})"
+    if not _same_run(run, metrics):
+        return None, (f"{path} was written by another run than the one its page shows (run {run.get('run') or '?'}); "
+                      "rebuild the chapter")
+    return metrics, ""
+
+
+def _fill_metrics(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    for node in list(doctree.findall(kmt_metric)):
+        stem, name, index, spec = node["chapter"], node["name"], node["index"], node["spec"]
+        reference = f"{stem}:{name}" + (f"[{index}]" if index else "")
+        chapter = _chapter_docname(app, stem)
+        text, problem = None, ""
+        if chapter is None:
+            problem = f"no chapter {stem} in this build"
+        else:
+            metrics, problem = _run_metrics(app, chapter)
+            if metrics is not None:
+                if name not in metrics:
+                    problem = f"{chapter} recorded no metric {name!r}"
+                else:
+                    value = metrics[name]
+                    try:
+                        value = value[int(index)] if index else value
+                    except (TypeError, IndexError):
+                        problem = f"metric {name!r} of {chapter} has no element [{index}]"
+                    else:
+                        if value is None:
+                            problem = f"metric {name!r} of {chapter} is null (not measured by this run)"
+                        else:
+                            text = format_metric(value, spec)
+        if text is None:
+            logger.warning(f"kmt: the number {reference} is not available: {problem}", type="kmt",
+                           subtype="metric", location=node)
+            text = "(not available in this build)"
+        node.replace_self(nodes.inline(text, text, classes=["kmt-metric"]))
 
 
 # --------------------------------------------------------------------------- offline MathJax
@@ -257,26 +369,43 @@ def _papermill_value(value: Any) -> str:
     return shlex.quote(str(value))
 
 
-def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
+def rerun_values(nb) -> dict[str, Any]:
+    """The parameter values that built a chapter notebook: the defaults of its ``parameters`` cell,
+    updated by the values papermill injected, if any."""
     import papermill as pm
 
+    declared = pm.inspect_notebook(nb)
+    values = {name: _literal(info["default"]) for name, info in declared.items()}
+    injected = nb.metadata.get("papermill", {}).get("parameters", {}) or {}
+    values.update({k: v for k, v in injected.items() if k in values})
+    return values
+
+
+def rerun_command(shown_source: str, values: dict[str, Any]) -> str:
+    """The command of a chapter's rerun box: run from the repository root, it executes the chapter
+    ``shown_source`` (``book/<stem>.md`` through jupytext, or an ``.ipynb``) with these values."""
+    stem = posixpath.splitext(posixpath.basename(shown_source))[0]
+    pairs = [f"-p {name} {_papermill_value(value)}" for name, value in values.items()]
+    options = " \\\n  ".join(" ".join(pairs[i:i + 4]) for i in range(0, len(pairs), 4))
+    cwd = posixpath.dirname(shown_source) or "."
+    if shown_source.endswith(".ipynb"):
+        return f"papermill {shown_source} {stem}-out.ipynb --cwd {cwd} \\\n  {options}"
+    return (f"jupytext --to ipynb -o - {shown_source} \\\n  | papermill - {stem}-out.ipynb --cwd {cwd} \\\n"
+            f"  {options}")
+
+
+def downloaded_notebook_command(stem: str) -> str:
+    """The box's example for the executed notebook a reader downloads from the page."""
+    return f"papermill {stem}.ipynb {stem}-out.ipynb -p profile quick -p seed 1"
+
+
+def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
     path, nb = _source_notebook(app, docname)
     stem = Path(docname).name
     shown_source = posixpath.relpath(app.env.doc2path(docname), app.srcdir).replace(os.sep, "/")
     if app.config.kmt_chapter_suffix:
         shown_source = posixpath.splitext(shown_source)[0] + app.config.kmt_chapter_suffix
-    declared = pm.inspect_notebook(nb)
-    values = {name: _literal(info["default"]) for name, info in declared.items()}
-    injected = nb.metadata.get("papermill", {}).get("parameters", {}) or {}
-    values.update({k: v for k, v in injected.items() if k in values})
-    pairs = [f"-p {name} {_papermill_value(value)}" for name, value in values.items()]
-    options = " \\\n  ".join(" ".join(pairs[i:i + 4]) for i in range(0, len(pairs), 4))
-    cwd = posixpath.dirname(shown_source) or "."
-    if shown_source.endswith(".ipynb"):
-        command = f"papermill {shown_source} {stem}-out.ipynb --cwd {cwd} \\\n  {options}"
-    else:
-        command = (f"jupytext --to ipynb -o - {shown_source} \\\n  | papermill - {stem}-out.ipynb --cwd {cwd} \\\n"
-                   f"  {options}")
+    command = rerun_command(shown_source, rerun_values(nb))
     help_text = _help_notebook_text(nb, f"{stem}.ipynb")
 
     box = nodes.admonition(classes=[RERUN_CLASS, "dropdown", "note"])
@@ -293,7 +422,7 @@ def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
     box += nodes.paragraph(text=(
         f"The executed notebook of this page ({stem}.ipynb, from the download button at the top) "
         "runs under papermill as it is, for example:"))
-    example = f"papermill {stem}.ipynb {stem}-out.ipynb -p profile quick -p seed 1"
+    example = downloaded_notebook_command(stem)
     box += nodes.literal_block(example, example, language="bash", classes=["kmt-command"])
     box += nodes.paragraph(text=f"Its parameters, as papermill --help-notebook {stem}.ipynb prints them:")
     box += nodes.literal_block(help_text, help_text, language="text")
@@ -402,9 +531,7 @@ def _figure_files(app: Sphinx, docname: str, figure: dict) -> tuple[Path | None,
     run = page.get("run")
     label = figure["label"]
     if run and run.get("output_dir"):
-        folder = Path(run["output_dir"])
-        if not folder.is_absolute():
-            folder = Path(app.srcdir) / posixpath.dirname(docname) / folder
+        folder = _output_folder(app, docname, run)
         metrics_file = folder / "metrics.json"
         try:
             metrics = json.loads(metrics_file.read_text())
@@ -620,6 +747,7 @@ def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> No
     makers = {"figures": _figures_table, "runs": _runs_table, "environment": _environment_table}
     for node in list(doctree.findall(kmt_placeholder)):
         node.replace_self(makers[node["kind"]](app, docname))
+    _fill_metrics(app, doctree, docname)
 
 
 CSS = """/* kmtlib.sphinx_ext: keep the generated boxes and tables readable */
@@ -654,6 +782,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # How the rerun box names a chapter's source; e.g. ".md" when the build reads executed .ipynb copies.
     app.add_config_value("kmt_chapter_suffix", "", "env")
     app.add_node(kmt_placeholder, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_node(kmt_metric, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_role("metric", _metric_role)
     app.add_directive("figure-list", _placeholder_directive("figures"))
     app.add_directive("chapter-runs", _placeholder_directive("runs"))
     app.add_directive("build-environment", _placeholder_directive("environment"))

@@ -1,0 +1,74 @@
+"""The ``{metric}`` role of kmtlib.sphinx_ext: a page states a chapter's number from the metrics.json
+of the run that page shows, and a number that is not there fails a ``-W`` build by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kmtlib.sphinx_ext import format_metric
+
+RUN = "20260101T000000Z-1-000001"
+
+
+def _project(tmp_path: Path, index: str, metrics: dict | None, run: str = RUN) -> Path:
+    """A two-page Sphinx project: a chapter whose page prints its run line, and an index."""
+    src, results = tmp_path / "src", tmp_path / "results"
+    src.mkdir()
+    results.mkdir()
+    (src / "conf.py").write_text('extensions = ["myst_parser", "kmtlib.sphinx_ext"]\nkmt_offline_mathjax = False\n'
+                                 'root_doc = "index"\n')
+    (src / "01_demo.md").write_text(
+        "# Demo chapter\n\n```text\nprofile=quick, device=cpu, seed=0; n=4; "
+        f"output_dir={results}; run={run}\n```\n\nOn its own page: {{metric}}`gap:.2f`.\n")
+    (src / "index.md").write_text(f"# Index\n\n{index}\n\n```{{toctree}}\n01_demo\n```\n")
+    if metrics is not None:
+        (results / "metrics.json").write_text(json.dumps({**metrics, "run_id": RUN}))
+    return src
+
+
+def _build(src: Path) -> subprocess.CompletedProcess:
+    out = src.parent / "html"
+    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", str(src), str(out)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_format_metric():
+    assert format_metric(8.9e-16, ".1e") == "8.9 × 10⁻¹⁶"
+    assert format_metric(1e-15, ".0e") == "10⁻¹⁵"
+    assert format_metric(3162.3, ".0e") == "3 × 10³"
+    assert format_metric(5.2634, ".2f") == "5.26" and format_metric(0.62, ".0%") == "62%"
+    assert format_metric(2063, "") == "2063" and format_metric(True, "") == "True"
+
+
+def test_the_page_shows_the_number_of_the_run(tmp_path):
+    index = ("| claim | this build |\n| --- | --- |\n"
+             "| gap | {metric}`01_demo:gap:.3f` |\n| last | {metric}`01_demo:curve[-1]:.1f` |")
+    src = _project(tmp_path, index, {"gap": 0.12345, "curve": [3.0, 2.5]})
+    proc = _build(src)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "html" / "index.html").read_text()
+    assert ">0.123<" in html and ">2.5<" in html
+    assert ">0.12<" in (tmp_path / "html" / "01_demo.html").read_text()
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing metric", "recorded no metric 'other'"),
+    ("no metrics file", "metrics.json is missing"),
+    ("another run", "written by another run"),
+    ("no element", "has no element [5]"),
+    ("unknown chapter", "no chapter 07_nowhere"),
+])
+def test_a_number_that_is_not_there_fails_the_build(tmp_path, case, needle):
+    reference = {"missing metric": "01_demo:other", "no element": "01_demo:curve[5]",
+                 "unknown chapter": "07_nowhere:gap"}.get(case, "01_demo:gap")
+    metrics = None if case == "no metrics file" else {"gap": 0.1, "curve": [1.0]}
+    src = _project(tmp_path, f"Value: {{metric}}`{reference}`.", metrics,
+                   run="20260101T000000Z-2-000002" if case == "another run" else RUN)
+    proc = _build(src)
+    assert proc.returncode != 0
+    assert needle in proc.stderr, proc.stderr
