@@ -71,6 +71,23 @@ class ShippedRun:
         return read_log(self.log_path)
 
 
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """A run's manifest, checked: a damaged one is an error naming it (a run skipped without a
+    word would leave a chapter averaging fewer seeds than it says)."""
+    from .train import RunFolderError
+
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # (json.JSONDecodeError is a ValueError)
+        raise RunFolderError(f"{path}: not a valid manifest (not JSON: {str(exc)[:100]})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise RunFolderError(f"{path}: not a training run's manifest (expected a JSON object with a 'config' object)")
+    seed = manifest.get("seed", manifest["config"].get("seed"))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RunFolderError(f"{path}: not a training run's manifest (its seed is {seed!r}, not an integer)")
+    return manifest
+
+
 def _seed_order(seed: int) -> tuple[int, int]:
     from .train import PAPER_SEEDS
 
@@ -90,7 +107,10 @@ def shipped_runs(
         weights_dir: the folder holding ``<embedding>_seed<S>/`` run folders.
         config: keep only runs whose training configuration has these values (e.g. ``d=32``).
 
-    A folder counts as a run when it holds ``model.pt``, ``log.csv`` and ``manifest.json``.
+    A folder counts as a run when it holds ``model.pt``, ``log.csv`` and ``manifest.json``; a
+    manifest that is not a training run's is an error naming it (:class:`kmtlib.train.RunFolderError`);
+    a damaged ``model.pt`` or ``log.csv`` is one when :meth:`ShippedRun.load` or
+    :meth:`ShippedRun.log` reads it (:class:`kmtlib.ModelFileError`, ``RunFolderError``).
     """
     root = Path(weights_dir) if weights_dir else default_weights_dir()
     runs = []
@@ -98,10 +118,9 @@ def shipped_runs(
         for folder in sorted(root.glob("*_seed*")):
             if not all((folder / f).is_file() for f in ("model.pt", "log.csv", "manifest.json")):
                 continue
-            manifest = json.loads((folder / "manifest.json").read_text())
-            cfg = manifest.get("config", {})
-            seed = int(manifest.get("seed", cfg.get("seed", -1)))
-            run = ShippedRun(folder, str(cfg.get("embedding")), seed, manifest)
+            manifest = _read_manifest(folder / "manifest.json")
+            cfg = manifest["config"]
+            run = ShippedRun(folder, str(cfg.get("embedding")), int(manifest.get("seed", cfg.get("seed"))), manifest)
             if embedding is not None and run.embedding != embedding:
                 continue
             if any(cfg.get(key) != value for key, value in config.items()):

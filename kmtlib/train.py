@@ -3,7 +3,10 @@
 Command line (every option has the paper's value as its default)::
 
     python -m kmtlib.train --d 32 --k 10 --n 512 --embedding onehot --seed 153476998 \\
-        --steps 10000 --out runs/onehot_seed153476998 [--resume]
+        --steps 10000 --out runs/onehot_seed153476998 [--resume | --overwrite]
+
+A folder that already holds a run is refused unless ``--resume`` (continue it; ``--steps`` may
+grow, never fall below the step reached) or ``--overwrite`` (delete it and start again) is given.
 
 Python::
 
@@ -24,15 +27,25 @@ What lands in the output folder:
   since the previous evaluation; empty at step 0), ``val_rel_objective``, ``val_log_objective``
   (mean log-objective after one model step), ``lr`` (the rate used in those steps), ``wall_s``.
 * ``last.pt``: a full checkpoint at every evaluation (model, optimiser, scheduler, every random
-  stream, step, log position); ``--resume`` continues from it and ends with exactly the weights of
-  an uninterrupted run (same device and the same number of threads: float sums depend on how
-  the work is split).
+  stream, step, the log so far and the best model so far); ``--resume`` continues from it and
+  ends with exactly the weights of an uninterrupted run (same device and the same number of
+  threads: float sums depend on how the work is split). ``previous.pt``: the checkpoint before it.
 * ``best.pt``: the model with the best validation metric so far (a model file: ``kmtlib.load_model``).
 * at the end: ``model.pt`` (the last weights, which the paper evaluates; ``kmtlib.load_model``) and
   ``manifest.json`` (command, configuration, versions, device, wall time, validation numbers).
 
-All files are written atomically (temporary file + rename): a run killed at any moment leaves
-valid files behind.
+Nothing finished is lost. Every file but the log is written atomically (a temporary file flushed
+to disk, then renamed; leftover temporaries of a killed save are removed when a run starts), and
+the log, appended row by row, is also held in the checkpoint. So ``--resume`` repairs a damaged
+folder from its checkpoints and says so in one line per file on stderr: a log cut short, padded
+with rows after the checkpoint, with garbage or repeated rows, or missing, is rewritten from the
+checkpoint's copy (a log that was not just ahead of the checkpoint is kept as
+``log.csv.damaged``); a missing or damaged ``last.pt`` is replaced by ``previous.pt`` (one
+evaluation earlier, trained again exactly); a missing or damaged ``best.pt`` is restored; a
+damaged ``manifest.json`` is set aside and written again at the end. What cannot be repaired (no
+usable checkpoint, a checkpoint, manifest or model of another configuration, a run already past
+``--steps``) is refused with an ``error:`` line naming the file, before any training step and
+without changing any file.
 
 Randomness flows from explicit generators seeded from the run seed: initial weights, training
 tasks, validation tasks, dropout masks and the Lloyd reference each have their own stream (derived
@@ -57,7 +70,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +85,8 @@ from .lloyd import lloyd
 from .losses import _smoothed_objective
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
-from .transformer import KMeansTransformer, atomic_torch_save
-
-CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
+from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, read_torch_file
+from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 PAPER_SEEDS: tuple[int, ...] = (
     153476998, 235510766, 205084180, 129959864, 149896109,
@@ -236,33 +248,134 @@ def _format_row(row: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+class RunFolderError(ValueError):
+    """A file of a training run folder is damaged, missing or belongs to another run, so the
+    folder cannot be resumed as asked; the message names the file and what is wrong."""
+
+
 def read_log(path: str | os.PathLike) -> list[dict[str, float | None]]:
-    """The rows of a run's ``log.csv`` as dicts of numbers (None where empty)."""
-    rows = []
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            rows.append({k: (None if v == "" else (int(v) if k == "step" else float(v))) for k, v in row.items()})
+    """The rows of a run's ``log.csv`` as dicts of numbers (None where empty).
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`RunFolderError` (a ``ValueError``)
+    naming the file and line for anything that is not a complete log: another header, a row cut
+    short (also a last line without its newline: a write caught halfway), a field that is not a
+    number, steps that do not increase (a repeated row).
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunFolderError(f"{path}: not a training log (not UTF-8 text: byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r})") from None
+    return parse_log(text, path)
+
+
+_LOG_HEADER = ",".join(LOG_COLUMNS)
+
+
+def parse_log(text: str, path: str | os.PathLike = "log.csv") -> list[dict[str, float | None]]:
+    """:func:`read_log` on the text of a log (``path`` names it in errors)."""
+    if not text:
+        raise RunFolderError(f"{path}: empty file (expected a training log starting with the header {_LOG_HEADER!r})")
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise RunFolderError(f"{path}: line {len(lines)}: cut short mid-line (no newline at the end: {lines[-1][:60]!r})")
+    lines.pop()
+    if lines[0] != _LOG_HEADER:
+        raise RunFolderError(f"{path}: line 1: not the header of a training log ({lines[0][:60]!r}; expected {_LOG_HEADER!r})")
+    rows: list[dict[str, float | None]] = []
+    for number, line in enumerate(lines[1:], start=2):
+        row = _parse_row(line)
+        if isinstance(row, str):
+            raise RunFolderError(f"{path}: line {number}: {row} ({line[:60]!r})")
+        if rows and row["step"] <= rows[-1]["step"]:
+            raise RunFolderError(f"{path}: line {number}: step {row['step']} after step {rows[-1]['step']} (the steps of a log increase; a repeated or misplaced row)")
+        rows.append(row)
     return rows
 
 
+def _parse_row(line: str) -> dict[str, float | None] | str:
+    """One log row as a dict, or a string saying what is wrong with it."""
+    try:
+        fields = next(csv.reader([line])) if line else []
+    except csv.Error as exc:
+        return f"not a row of numbers ({exc})"
+    if len(fields) != len(LOG_COLUMNS):
+        return f"{len(fields)} fields, expected {len(LOG_COLUMNS)} ({', '.join(LOG_COLUMNS)})"
+    row: dict[str, float | None] = {}
+    for name, value in zip(LOG_COLUMNS, fields):
+        if value == "" and name == "train_loss":  # (no training steps before step 0)
+            row[name] = None
+            continue
+        try:
+            row[name] = int(value) if name == "step" else float(value)
+        except ValueError:
+            return f"{name} is {value!r}, not {'an integer' if name == 'step' else 'a number'}"
+    if row["step"] < 0:
+        return f"step {row['step']} is negative"
+    return row
+
+
 def load_checkpoint_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
-    """The model held in a training checkpoint (``last.pt``)."""
-    payload = torch.load(Path(path), map_location=map_location, weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a kmtlib training checkpoint (expected format {CHECKPOINT_FORMAT!r})")
-    cfg = payload["model_config"]
-    model = getattr(KMeansTransformer, cfg["builder"])(**cfg["kwargs"])
-    model = model.to(next(iter(payload["model"].values())).dtype)
-    model.load_state_dict(payload["model"])
-    return model.to(map_location)
+    """The model held in a training checkpoint (``last.pt``).
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`~kmtlib.ModelFileError` naming
+    the file and the problem for a damaged or foreign one (as :func:`kmtlib.load_model`).
+    """
+    path = Path(path)
+    payload = _read_checkpoint(path)
+    return build_model(payload["model_config"], payload["model"], path, _CHECKPOINT_WHAT, "model_config", "model").to(map_location)
+
+
+_CHECKPOINT_WHAT = "kmtlib training checkpoint"
+# What every checkpoint holds, with the type it must have ("log_text" since the checkpoint also
+# carries the log; older ones only its length "log_bytes").
+_CHECKPOINT_ENTRIES: dict[str, type | tuple[type, ...]] = {
+    "config": dict, "model_config": dict, "step": int, "model": dict, "optimizer": dict,
+    "scheduler": dict, "rng": dict, "best": dict, "wall_s": (int, float),
+}
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint's payload with its entries checked (not yet loaded into a model)."""
+    payload = read_torch_file(path, _CHECKPOINT_WHAT)
+    if not isinstance(payload, dict):
+        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds a {type(payload).__name__})")
+    fmt = payload.get("format")
+    if fmt != CHECKPOINT_FORMAT:
+        hint = "; it is a model file (kmtlib.load_model), not a checkpoint" if fmt == MODEL_FORMAT else ""
+        found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
+        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} ({found}; expected format {CHECKPOINT_FORMAT!r}{hint})")
+    for key, kind in _CHECKPOINT_ENTRIES.items():
+        if not isinstance(payload.get(key), kind) or isinstance(payload.get(key), bool):
+            found = "missing" if key not in payload else f"a {type(payload[key]).__name__}"
+            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its {key!r} entry is {found})")
+    if not isinstance(payload.get("log_text"), str) and not isinstance(payload.get("log_bytes"), int):
+        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (it holds neither the log nor its length)")
+    if payload["step"] < 0:
+        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (step {payload['step']})")
+    return payload
 
 
 # ------------------------------------------------------------------------------------- training
+# The files of a run folder. "previous.pt" is the checkpoint before "last.pt" (kept so that a
+# damaged newest checkpoint costs one evaluation interval, not the run); the ".damaged" files are
+# what a resume replaced, kept for the reader.
+LOG_FILE, CHECKPOINT_FILE, PREVIOUS_FILE, BEST_FILE, MODEL_FILE, MANIFEST_FILE = (
+    "log.csv", "last.pt", "previous.pt", "best.pt", "model.pt", "manifest.json",
+)
+_DAMAGED = ".damaged"
+RUN_FILES: tuple[str, ...] = (
+    LOG_FILE, CHECKPOINT_FILE, PREVIOUS_FILE, BEST_FILE, MODEL_FILE, MANIFEST_FILE,
+    LOG_FILE + _DAMAGED, MANIFEST_FILE + _DAMAGED,
+)
+
+
 def train(
     config: TrainConfig | dict[str, Any],
     out_dir: str | os.PathLike,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     quiet: bool | None = None,
     threads: int | None = None,
     stop_at: int | None = None,
@@ -274,12 +387,19 @@ def train(
 
     Args:
         config: a :class:`TrainConfig` or a dict of its fields (missing fields: paper defaults).
-        out_dir: the run folder (created). It must not hold a checkpoint unless ``resume``.
-        resume: continue from ``out_dir/last.pt`` (start afresh if there is none). ``steps`` may
-            be raised to extend a finished run; every other option must match the checkpoint.
-        quiet: True: no output. None (default): a progress bar when stderr is a terminal, else a
-            line per evaluation on stderr (for log files). False: lines per evaluation even on a
-            terminal (with the bar).
+        out_dir: the run folder (created). Without ``resume`` or ``overwrite`` it must not hold
+            a run's files yet (``FileExistsError``).
+        resume: continue from ``out_dir/last.pt`` (start afresh if the folder holds no run yet).
+            ``steps`` may be raised to extend a finished run, not lowered below the step reached;
+            every other option must match the checkpoint. A damaged folder is repaired where
+            the checkpoints allow it (one line on stderr per repair) and refused with a
+            :class:`RunFolderError` or :class:`~kmtlib.ModelFileError` naming the file where
+            they do not, before any training step; see :func:`_resume_point`.
+        overwrite: delete the run's files in ``out_dir`` (log, checkpoints, models, manifest)
+            and start afresh.
+        quiet: True: no progress output (repairs are still reported). None (default): a
+            progress bar when stderr is a terminal, else a line per evaluation on stderr (for log
+            files). False: lines per evaluation even on a terminal (with the bar).
         threads: ``torch.set_num_threads`` for the run (default: leave as is).
         stop_at: stop after this step (counted from 0 across resumes) without finishing the run,
             as if interrupted; ``last.pt`` holds the state at the last evaluation before it.
@@ -289,17 +409,30 @@ def train(
 
     Returns:
         ``{"status": "finished" | "stopped", "step", "final_val_rel_objective",
-        "best_val_rel_objective", "best_step", "wall_s", "out_dir", ...}``.
+        "best_val_rel_objective", "best_step", "wall_s", "out_dir", "notes", ...}`` (``notes``:
+        the repairs made when resuming, as printed).
     """
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
     config = config.validated()
+    # Every argument is checked before the folder is created or touched.
     if stop_at is not None:
         stop_at = check_int("stop_at", stop_at, minimum=0)
+    if threads is not None:
+        threads = check_int("threads", threads, minimum=1)
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other: resume continues the run in the folder, overwrite deletes it")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    if not os.fspath(out_dir).strip():
+        # (Path("") is the working directory: a run would land among whatever is there)
+        raise ValueError(f"the run folder (out_dir, --out) must be a non-empty path, got {os.fspath(out_dir)!r}")
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder: choose another run folder (out_dir, --out)")
     out.mkdir(parents=True, exist_ok=True)
     with _run_lock(out):
-        return _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_memory, command)
+        return _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command)
 
 
 class RunInUseError(RuntimeError):
@@ -329,22 +462,20 @@ def _run_lock(out: Path):
         handle.close()
 
 
-def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_memory, command) -> dict[str, Any]:
-    last_path, best_path, log_path = out / "last.pt", out / "best.pt", out / "log.csv"
-    if last_path.exists() and not resume:
-        raise FileExistsError(f"{out} already holds a training checkpoint; pass resume=True (--resume) or choose another folder")
-    if threads is not None:
-        torch.set_num_threads(check_int("threads", threads, minimum=1))
-    device = resolve_device(config.device)
-    dtype = _DTYPES[config.dtype]
-    if tune_memory and device.type == "cpu":
-        tune_malloc()
-    seeds = derive_seeds(config.seed)
-    source = source_fingerprint()
+@dataclass
+class _TrainingState:
+    """Everything a training step changes, freshly initialised from the run seed."""
 
+    model: KMeansTransformer
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    generators: dict[str, torch.Generator]
+
+
+def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> _TrainingState:
     model = KMeansTransformer.trainable(
         config.d, config.k, embedding=config.embedding, gamma=config.gamma, dropout=config.dropout,
-        generator=seeds["init"], dtype=dtype, device=device,
+        generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
     )
     model.train()
     generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
@@ -353,35 +484,377 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", factor=config.lr_factor, patience=config.lr_patience
     )
+    return _TrainingState(model, optimizer, scheduler, generators)
+
+
+@dataclass
+class _ResumePoint:
+    """A checked checkpoint to continue from, and the repairs to make before continuing."""
+
+    state: _TrainingState
+    payload: dict[str, Any]
+    log_text: str  # the log up to the checkpoint's step, as it must stand on disk
+    notes: list[str] = field(default_factory=list)  # one line per repair, said when they are made
+    repairs: list[Callable[[], None]] = field(default_factory=list)  # made once nothing can refuse
+
+
+def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
+    saved = saved if isinstance(saved, dict) else {}
+    return [f"{k}: {saved.get(k)!r} there vs {v!r} now" for k, v in dataclasses.asdict(config).items() if k != "steps" and saved.get(k) != v]
+
+
+def _open_checkpoint(path: Path, config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> tuple[_TrainingState, dict[str, Any], str]:
+    """Read a checkpoint and load it into a fresh training state.
+
+    Raises FileNotFoundError / ModelFileError where the file is missing or damaged (a previous
+    checkpoint may do instead) and RunFolderError where it belongs to another run (nothing may
+    do instead: the folder is not this run's).
+    """
+    payload = _read_checkpoint(path)
+    mismatched = _config_differences(payload["config"], config)
+    if mismatched:
+        raise RunFolderError(
+            f"{path}: the checkpoint of another run ({'; '.join(mismatched)}): resume it with its own options, "
+            f"or start this run in another folder (or --overwrite)"
+        )
+    # The log as it stood at the checkpoint: carried in the checkpoint itself (older checkpoints
+    # carry only its length; _resume_point then takes it from log.csv).
+    log_text = payload.get("log_text")
+    if log_text is not None:
+        try:
+            rows = parse_log(log_text, f"{path} (its copy of the log)")
+        except RunFolderError as exc:
+            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} ({exc})") from None
+        if not rows or rows[-1]["step"] != payload["step"]:
+            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})")
+    state = _new_training_state(config, device, seeds)
+    try:
+        check_state_dict(payload["model"], path, _CHECKPOINT_WHAT, "model")
+        state.model.load_state_dict(payload["model"])
+        state.optimizer.load_state_dict(payload["optimizer"])
+        state.scheduler.load_state_dict(payload["scheduler"])
+        _set_rng_states(payload["rng"], state.generators, device)
+        best = payload["best"]
+        if not (best.get("step") is None or isinstance(best.get("step"), int)) or not isinstance(best.get("val_rel_objective"), float):
+            raise ValueError(f"its record of the best model is {best!r}")
+    except ModelFileError:
+        raise
+    except Exception as exc:  # load_state_dict and the rng setters raise all kinds of errors
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its training state does not load: {text[:200]})") from None
+    return state, payload, log_text
+
+
+def _problem(exc: BaseException, path: Path) -> str:
+    """What an error says about ``path``, without the path it starts with."""
+    text = str(exc)
+    for prefix in (f"{path}: ", f"{path} "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return "missing" if isinstance(exc, FileNotFoundError) else text
+
+
+def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int]) -> _ResumePoint | None:
+    """Decide how a run folder is resumed, checking every file first and changing none.
+
+    Returns None where the folder holds no run yet (a fresh start loses nothing), else the
+    checkpoint to continue from with the repairs it needs. The checkpoint is the authority: it
+    holds the log up to its step and the best model so far, so
+
+    * ``last.pt`` missing or damaged: continue from ``previous.pt`` (one evaluation earlier);
+      refuse when there is none or it is damaged too;
+    * ``log.csv`` cut short, padded, with garbage or repeated rows, or missing: rewrite it from
+      the checkpoint's copy (rows written after the checkpoint are trained again; a log that
+      was not merely ahead of the checkpoint is kept as ``log.csv.damaged``);
+    * ``best.pt`` missing, damaged or from a later step: rewrite it from the checkpoint;
+    * ``manifest.json`` or ``model.pt`` damaged: set aside / written again when the run
+      finishes; of another configuration: refuse (they are another run's results);
+    * a checkpoint of another configuration, or past ``steps``: refuse.
+
+    Raises RunFolderError or ModelFileError (messages naming the file) where it refuses.
+    """
+    last, previous, log = out / CHECKPOINT_FILE, out / PREVIOUS_FILE, out / LOG_FILE
+    notes: list[str] = []
+    try:
+        state, payload, log_text = _open_checkpoint(last, config, device, seeds)
+        used = last
+    except (FileNotFoundError, ModelFileError) as exc:
+        if not previous.exists():
+            if isinstance(exc, FileNotFoundError):
+                leftovers = _fresh_start_loses(out)
+                if leftovers is None:
+                    return None
+                raise RunFolderError(
+                    f"{last}: missing, so {out} cannot be resumed ({leftovers}); start again with --overwrite "
+                    f"(overwrite=True), which deletes the run's files, or choose another folder"
+                ) from None
+            raise RunFolderError(f"{exc}; there is no earlier checkpoint ({previous}) to resume from: start again with --overwrite (overwrite=True)") from None
+        try:
+            state, payload, log_text = _open_checkpoint(previous, config, device, seeds)
+        except (FileNotFoundError, ModelFileError) as exc2:
+            raise RunFolderError(f"{exc}; and the earlier checkpoint is no better: {exc2}; start again with --overwrite (overwrite=True)") from None
+        used = previous
+        notes.append(f"{last}: {_problem(exc, last)}; resuming from the earlier checkpoint {previous} (step {payload['step']})")
+    step = int(payload["step"])
+    if step > config.steps:
+        raise RunFolderError(
+            f"{used}: the run is at step {step}, past the {config.steps} steps asked for: pass --steps {step} or more "
+            f"to finish or extend it (a run cannot be shortened)"
+        )
+    threads = payload.get("threads")
+    if threads not in (None, torch.get_num_threads()):
+        warnings.warn(
+            f"resuming with {torch.get_num_threads()} threads but the checkpoint was written with "
+            f"{threads}; the result will not be bit-identical to an uninterrupted run",
+            stacklevel=4,
+        )
+    point = _ResumePoint(state, payload, "", notes)
+    point.log_text = _plan_log(point, log, used, log_text, step)
+    _plan_best(point, out / BEST_FILE, used)
+    _plan_results(point, out, config)
+    return point
+
+
+def _fresh_start_loses(out: Path) -> str | None:
+    """None where a folder without a checkpoint holds nothing a fresh start would lose (no files,
+    or what a run killed during its first evaluation leaves: a log of step 0 and best.pt);
+    else what it holds."""
+    finished = [name for name in (MODEL_FILE, MANIFEST_FILE) if (out / name).exists()]
+    if finished:
+        return f"it holds {' and '.join(finished)} of a finished run but no checkpoint to continue from"
+    log = out / LOG_FILE
+    if not log.exists():
+        return None
+    try:
+        rows = read_log(log)
+    except (RunFolderError, OSError) as exc:
+        if log.stat().st_size <= len(_LOG_HEADER) + 1 and _LOG_HEADER.startswith(log.read_text(errors="replace").rstrip("\n")):
+            return None  # (a header cut short: killed while creating the log)
+        return f"{log}: {_problem(exc, log)}"
+    if any(row["step"] != 0 for row in rows):
+        return f"{log} records training up to step {rows[-1]['step']}"
+    return None
+
+
+def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, step: int) -> str:
+    """Compare log.csv with the checkpoint's copy; plan its repair; return the log as it must be."""
+    try:
+        disk = log.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        disk = None
+    if log_text is None:
+        # An older checkpoint: only the log's length at the checkpoint is known, so the log's
+        # first log_bytes bytes must be a complete log that ends at the checkpoint's step.
+        n = int(point.payload["log_bytes"])
+        if disk is None:
+            raise RunFolderError(f"{log}: missing, and the checkpoint {used} (an older format) holds no copy of it; cannot resume")
+        try:
+            rows = parse_log(disk[:n], log)
+            if rows[-1]["step"] != step:
+                raise RunFolderError(f"{log}: its first {n} bytes end at step {rows[-1]['step']}, not at the checkpoint's step {step}")
+        except (RunFolderError, IndexError) as exc:
+            raise RunFolderError(
+                f"{log}: does not match the checkpoint {used} ({_problem(exc, log)}), which (an older format) holds no copy of it; cannot resume"
+            ) from None
+        log_text = disk[:n]
+    if disk == log_text:
+        return log_text
+    after = disk[len(log_text) :] if disk is not None and disk.startswith(log_text) else None
+    later = _later_rows(after, step) if after is not None else None
+    if disk is None:
+        point.notes.append(f"{log}: missing; restored from the copy in {used} (up to step {step})")
+    elif later is not None:
+        # What a run killed between writing a log row and its checkpoint leaves (or a resume
+        # from previous.pt): rows that training repeats exactly.
+        steps = ", ".join(str(s) for s in later[:4]) + (", ..." if len(later) > 4 else "")
+        point.notes.append(f"{log}: dropped {len(later)} row(s) after step {step} (step {steps}), written after the checkpoint {used}; they are trained again")
+    else:
+        point.notes.append(
+            f"{log}: {_log_difference(disk, log_text)}; restored from the copy in {used} (up to step {step}); "
+            f"the damaged file is kept as {log.name}{_DAMAGED}"
+        )
+        point.repairs.append(lambda: os.replace(log, log.with_name(log.name + _DAMAGED)))
+    point.repairs.append(lambda: _atomic_write_text(log, log_text))
+    return log_text
+
+
+def _later_rows(text: str, step: int) -> list[int] | None:
+    """The steps of ``text`` when it is nothing but complete log rows after ``step``, else None."""
+    if not text.endswith("\n"):
+        return None
+    steps = []
+    for line in text[:-1].split("\n"):
+        row = _parse_row(line)
+        if isinstance(row, str) or row["step"] <= (steps[-1] if steps else step):
+            return None
+        steps.append(row["step"])
+    return steps
+
+
+def _log_difference(disk: str, expected: str) -> str:
+    """What is wrong with a log, read against the checkpoint's copy, in a few words."""
+    have, want = disk.split("\n"), expected.split("\n")
+    if not disk:
+        return "empty"
+    if expected.startswith(disk):
+        complete = disk.count("\n") - 1  # rows ending in a newline, after the header
+        if complete < 1:
+            return "cut short in its header"
+        last_step = want[complete].split(",", 1)[0]
+        where = "mid-row after step" if not disk.endswith("\n") else "after step"
+        return f"cut short {where} {last_step}"
+    for number, (mine, theirs) in enumerate(zip(have, want), start=1):
+        if mine != theirs:
+            if number == len(want):  # past the checkpoint's rows
+                return f"line {number}, after the checkpoint's last row, is not a later row ({_clip(mine)})"
+            return f"line {number} differs from the checkpoint's copy (found {_clip(mine)}, expected {_clip(theirs)})"
+    return "differs from the checkpoint's copy"
+
+
+def _clip(text: str, limit: int = 50) -> str:
+    """``repr(text)``, at most about ``limit`` characters (a line of binary junk is long)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
+
+
+def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
+    """Check best.pt against the best model the checkpoint holds; plan its repair."""
+    best_state, best_step = point.payload.get("best_model"), point.payload["best"].get("step")
+    if best_state is None or best_step is None:
+        return  # (older checkpoints do not hold the best model: best.pt is left as it is)
+    try:
+        on_disk = load_model(best_path).state_dict()
+        same = on_disk.keys() == best_state.keys() and all(torch.equal(on_disk[k], best_state[k].cpu()) for k in on_disk)
+        problem = None if same else f"holds other weights than the best model of {used} (step {best_step}), e.g. from a later step"
+    except (FileNotFoundError, ModelFileError) as exc:
+        problem = _problem(exc, best_path)
+    if problem is None:
+        return
+    try:
+        model = build_model(point.payload["model_config"], best_state, used, _CHECKPOINT_WHAT, "model_config", "best_model")
+    except ModelFileError:
+        point.notes.append(f"{best_path}: {problem}; the checkpoint's copy is damaged too, so it is left as it is")
+        return
+    point.notes.append(f"{best_path}: {problem}; restored the best model so far (step {best_step}) from {used}")
+    point.repairs.append(lambda: model.save(best_path))
+
+
+def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
+    """Check a finished run's manifest.json and model.pt (written again when the run finishes)."""
+    manifest = out / MANIFEST_FILE
+    if manifest.exists():
+        try:
+            saved = json.loads(manifest.read_text())
+            if not isinstance(saved, dict):
+                raise ValueError(f"a JSON {type(saved).__name__}, not an object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            point.notes.append(
+                f"{manifest}: not a valid manifest ({str(exc)[:80]}); set aside as {manifest.name}{_DAMAGED}, written again when the run finishes"
+            )
+            point.repairs.append(lambda: os.replace(manifest, manifest.with_name(manifest.name + _DAMAGED)))
+        else:
+            mismatched = _config_differences(saved.get("config"), config)
+            if mismatched:
+                raise RunFolderError(
+                    f"{manifest}: the manifest of another run ({'; '.join(mismatched[:4])}): this folder mixes runs; "
+                    f"move that run's files away, or start again with --overwrite"
+                )
+    model_path = out / MODEL_FILE
+    if model_path.exists():
+        try:
+            model = load_model(model_path)
+        except ModelFileError as exc:
+            point.notes.append(f"{model_path}: {_problem(exc, model_path)}; written again when the run finishes")
+            return
+        ours = point.payload["model_config"]
+        if model.config != ours:
+            theirs_kw, ours_kw = model.config.get("kwargs", {}), ours.get("kwargs", {})
+            diffs = [f"{k}: {theirs_kw.get(k)!r} there vs {ours_kw.get(k)!r} here" for k in sorted(set(theirs_kw) | set(ours_kw)) if theirs_kw.get(k) != ours_kw.get(k)]
+            if model.config.get("builder") != ours.get("builder"):
+                diffs.insert(0, f"built by {model.config.get('builder')!r}, not {ours.get('builder')!r}")
+            raise RunFolderError(
+                f"{model_path}: a model of another configuration ({'; '.join(diffs[:4])}): this folder mixes runs; "
+                f"move it away, or start again with --overwrite"
+            )
+
+
+def _remove_temporaries(out: Path) -> list[str]:
+    """Delete the temporary files of saves that a killed process left (``.<run file>.*tmp``);
+    they hold nothing the finished files do not (the lock is held: no save is running)."""
+    removed = []
+    for path in out.iterdir():
+        name = path.name
+        if name.startswith(".") and name.endswith(".tmp") and any(name[1:].startswith(f + ".") for f in RUN_FILES) and path.is_file():
+            path.unlink()
+            removed.append(name)
+    return sorted(removed)
+
+
+def _say(notes: list[str], text: str) -> None:
+    notes.append(text)
+    print(text, file=sys.stderr, flush=True)
+
+
+def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command) -> dict[str, Any]:
+    last_path, previous_path, best_path, log_path = out / CHECKPOINT_FILE, out / PREVIOUS_FILE, out / BEST_FILE, out / LOG_FILE
+    if threads is not None:
+        torch.set_num_threads(threads)
+    device = resolve_device(config.device)
+    dtype = _DTYPES[config.dtype]
+    seeds = derive_seeds(config.seed)
+    notes: list[str] = []
+    existing = [name for name in RUN_FILES if (out / name).exists()]
+    point = None
+    if resume:
+        point = _resume_point(config, out, device, seeds)  # every refusal happens here
+    elif existing and not overwrite:
+        raise FileExistsError(
+            f"{out} already holds a training run ({', '.join(existing)}): pass --resume (resume=True) to continue it, "
+            f"--overwrite (overwrite=True) to delete it and start again, or choose another folder"
+        )
+    # From here on nothing refuses: the folder is repaired or cleared, then training starts.
+    removed = _remove_temporaries(out)
+    if removed:
+        _say(notes, f"{out}: removed {len(removed)} temporary file(s) of a save that was killed ({', '.join(removed)})")
+    if overwrite and existing:
+        for name in existing:
+            (out / name).unlink()
+        _say(notes, f"{out}: --overwrite: deleted the previous run's {', '.join(existing)}")
+    if point is not None:
+        for repair in point.repairs:
+            repair()
+        for note in point.notes:
+            _say(notes, f"resume: {note}")
+    elif resume and existing:
+        _say(notes, f"resume: {out} holds no checkpoint yet (a run stopped in its first evaluation); starting it afresh")
+
+    if tune_memory and device.type == "cpu":
+        tune_malloc()
+    source = source_fingerprint()
+    if point is None:
+        state = _new_training_state(config, device, seeds)
+    else:
+        state = point.state
+    model, optimizer, scheduler, generators = state.model, state.optimizer, state.scheduler, state.generators
     X_val, C_val, ref_val = make_validation_set(config, device)
 
     step, wall_before, best = 0, 0.0, {"step": None, "val_rel_objective": math.inf}
-    # Load on the CPU: random-generator states must stay CPU tensors; load_state_dict moves the rest.
-    payload = torch.load(last_path, map_location="cpu", weights_only=True) if last_path.exists() else None
-    if payload is not None:
-        if payload.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{last_path} is not a kmtlib training checkpoint")
-        saved = dict(payload["config"])
-        mismatched = [f"{k}: checkpoint {saved.get(k)!r} vs now {v!r}" for k, v in dataclasses.asdict(config).items() if k != "steps" and saved.get(k) != v]
-        if mismatched:
-            raise ValueError(f"cannot resume {last_path} with different options ({'; '.join(mismatched)})")
-        model.load_state_dict(payload["model"])
-        optimizer.load_state_dict(payload["optimizer"])
-        scheduler.load_state_dict(payload["scheduler"])
-        _set_rng_states(payload["rng"], generators, device)
+    best_state: dict[str, torch.Tensor] | None = None
+    final_row: dict[str, Any] | None = None
+    if point is not None:
+        payload = point.payload
         step, wall_before, best = int(payload["step"]), float(payload["wall_s"]), dict(payload["best"])
-        if payload.get("threads") not in (None, torch.get_num_threads()):
-            warnings.warn(
-                f"resuming with {torch.get_num_threads()} threads but the checkpoint was written with "
-                f"{payload['threads']}; the result will not be bit-identical to an uninterrupted run",
-                stacklevel=2,
-            )
-        with open(log_path, "r+b") as f:  # drop rows written after the checkpoint
-            f.truncate(int(payload["log_bytes"]))
+        best_state = payload.get("best_model")
+        log_text = point.log_text
+        # Again, now: checking the folder built models (load_model, build_model), which draws
+        # initial weights from the global random stream.
+        _set_rng_states(payload["rng"], generators, device)
+        final_row = parse_log(log_text, log_path)[-1]
+        del payload, point
     else:
         torch.manual_seed(seeds["torch"])  # only the "explicit" kernel draws from the global RNG
-        with open(log_path, "w", newline="") as f:
-            f.write(",".join(LOG_COLUMNS) + "\n")
+        log_text = _LOG_HEADER + "\n"
+        _atomic_write_text(log_path, log_text)
 
     t_start = time.perf_counter()
 
@@ -389,17 +862,20 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
         return wall_before + time.perf_counter() - t_start
 
     def evaluate_and_checkpoint(window_loss: float | None, lr_used: float) -> dict[str, Any]:
-        nonlocal best
+        nonlocal best, best_state, log_text
         rel, logobj = validation_metrics(model, X_val, C_val, ref_val, config.batch)
         if step > 0:
             scheduler.step(rel)
         row = {"step": step, "train_loss": window_loss, "val_rel_objective": rel, "val_log_objective": logobj, "lr": lr_used, "wall_s": wall()}
+        # The row goes to log.csv first and into the checkpoint with the whole log: a kill
+        # between the two leaves a row that the next resume drops and trains again.
+        text = _format_row(row)
         with open(log_path, "a", newline="") as f:
-            f.write(_format_row(row))
-            f.flush()
-            log_bytes = f.tell()
+            f.write(text)
+        log_text += text
         if rel < best["val_rel_objective"]:
             best = {"step": step, "val_rel_objective": rel}
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.save(best_path)
         atomic_torch_save(
             {
@@ -411,12 +887,15 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
                 "rng": _rng_states(generators, device),
-                "log_bytes": log_bytes,
+                "log_text": log_text,  # (the log is small: a few hundred rows)
+                "log_bytes": len(log_text.encode()),
                 "best": best,
+                "best_model": best_state,
                 "wall_s": row["wall_s"],
                 "threads": torch.get_num_threads(),
             },
             last_path,
+            keep_previous=previous_path,
         )
         if print_rows:
             loss_text = "" if window_loss is None else f" train_loss={window_loss:.4f}"
@@ -437,11 +916,9 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
         desc=out.name, unit="step", dynamic_ncols=True,
     )
     print_rows = quiet is False or (quiet is None and not interactive)  # a plain line per evaluation in logs
-    last_row: dict[str, Any] | None = None
-    if payload is None:
-        last_row = evaluate_and_checkpoint(None, optimizer.param_groups[0]["lr"])
-        bar.set_postfix(val=f"{last_row['val_rel_objective']:.4f}")
-    del payload
+    if final_row is None:
+        final_row = evaluate_and_checkpoint(None, optimizer.param_groups[0]["lr"])
+        bar.set_postfix(val=f"{final_row['val_rel_objective']:.4f}")
     window = torch.zeros((), dtype=torch.float64, device=device)
     window_steps = 0
     status = "finished"
@@ -468,27 +945,26 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
                         f"training diverged: non-finite loss between steps {step - window_steps} and {step}; "
                         f"{last_path} holds the last finite state"
                     )
-                last_row = evaluate_and_checkpoint(window_loss, optimizer.param_groups[0]["lr"])
+                final_row = evaluate_and_checkpoint(window_loss, optimizer.param_groups[0]["lr"])
                 window.zero_()
                 window_steps = 0
-                bar.set_postfix(loss=f"{window_loss:.3f}", val=f"{last_row['val_rel_objective']:.4f}", lr=f"{last_row['lr']:.2g}")
+                bar.set_postfix(loss=f"{window_loss:.3f}", val=f"{final_row['val_rel_objective']:.4f}", lr=f"{final_row['lr']:.2g}")
     finally:
         bar.close()
 
-    rows = read_log(log_path)
-    final = rows[-1] if rows else None
     summary: dict[str, Any] = {
         "status": status,
         "step": step,
         "out_dir": str(out),
-        "final_val_rel_objective": final["val_rel_objective"] if final else None,
-        "final_val_log_objective": final["val_log_objective"] if final else None,
+        "final_val_rel_objective": final_row["val_rel_objective"],
+        "final_val_log_objective": final_row["val_log_objective"],
         "best_val_rel_objective": best["val_rel_objective"],
         "best_step": best["step"],
         "wall_s": wall(),
+        "notes": notes,
     }
     if status == "finished":
-        model_path = model.save(out / "model.pt")
+        model_path = model.save(out / MODEL_FILE)
         from . import __version__
 
         manifest = {
@@ -510,9 +986,9 @@ def _train_locked(config, out, resume, quiet, threads, stop_at, callback, tune_m
             "final_val_log_objective": summary["final_val_log_objective"],
             "best_val_rel_objective": summary["best_val_rel_objective"],
             "best_step": summary["best_step"],
-            "files": {"model": "model.pt", "best": "best.pt", "checkpoint": "last.pt", "log": "log.csv"},
+            "files": {"model": MODEL_FILE, "best": BEST_FILE, "checkpoint": CHECKPOINT_FILE, "previous_checkpoint": PREVIOUS_FILE, "log": LOG_FILE},
         }
-        _atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+        _atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
         summary["model_path"] = str(model_path)
     return summary
 
@@ -547,9 +1023,14 @@ def source_fingerprint() -> dict[str, str | None]:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
+    """Write a text file atomically (temporary file flushed to disk, then renamed over it)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    with open(tmp, "w", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 # ----------------------------------------------------------------------------------------- CLI
@@ -580,7 +1061,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     p.add_argument("--dtype", choices=tuple(_DTYPES), default=d.dtype, help="weights and data (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice / OMP_NUM_THREADS)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    p.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in OUT from its checkpoint (OUT/last.pt, else OUT/previous.pt); a damaged log or "
+        "best.pt is restored from the checkpoint, and what cannot be repaired is refused before any step",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true",
+        help="delete the run already in OUT (log, checkpoints, models, manifest) and start again; without "
+        "--resume or --overwrite an OUT that holds a run is refused",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     return p
 
@@ -589,12 +1079,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     command = "python -m kmtlib.train " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    # Bad options end in one "error: ..." line (as argparse's own), never a traceback and never
+    # after a training step: train() checks everything before it starts.
+    if not args.out.strip():
+        raise SystemExit(f"error: --out must name a run folder, got {args.out!r}")
+    if args.resume and args.overwrite:
+        raise SystemExit("error: --resume and --overwrite exclude each other (continue the run in --out, or delete it)")
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit(f"error: --threads must be >= 1, got {args.threads}")
+    try:
+        config = TrainConfig(**values).validated()
+    except (ValueError, TypeError, RuntimeError) as exc:  # (RuntimeError: --device cuda without CUDA)
+        raise SystemExit(f"error: {exc}") from None
     try:
         summary = train(
-            TrainConfig(**values), args.out, resume=args.resume, quiet=True if args.quiet else None,
+            config, args.out, resume=args.resume, overwrite=args.overwrite, quiet=True if args.quiet else None,
             threads=args.threads, command=command,
         )
-    except (ValueError, TypeError, FileExistsError, RunInUseError) as exc:
+    except (ValueError, TypeError, OSError, RunInUseError, FloatingPointError) as exc:
+        # (OSError: FileExistsError for a folder that holds a run, a full disk, no permission)
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps(summary, indent=2))
     return summary

@@ -99,7 +99,7 @@ def test_interrupted_run_leaves_valid_checkpoints_and_resumes(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train(dict(TINY, steps=20), out, quiet=True, callback=interrupt)
     names = sorted(p.name for p in out.iterdir() if p.name != ".lock")
-    assert names == ["best.pt", "last.pt", "log.csv"]  # no temporary files left behind
+    assert names == ["best.pt", "last.pt", "log.csv", "previous.pt"]  # no temporary files left behind
     ckpt = torch.load(out / "last.pt", weights_only=True)
     assert ckpt["step"] == 10
     assert load_checkpoint_model(out / "last.pt").k == 3
