@@ -121,6 +121,8 @@ def format_metric(value: Any, spec: str) -> str:
     power of ten (``8.9 × 10⁻¹⁶``), and a mantissa of 1 is dropped (``10⁻¹⁵``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
+    if spec.endswith("e") and value == 0:
+        return "0"
     if spec.endswith("e"):
         mantissa, _, exponent = format(value, spec).partition("e")
         power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)

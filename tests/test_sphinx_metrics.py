@@ -40,7 +40,7 @@ def _build(src: Path) -> subprocess.CompletedProcess:
 def test_format_metric():
     assert format_metric(8.9e-16, ".1e") == "8.9 × 10⁻¹⁶"
     assert format_metric(1e-15, ".0e") == "10⁻¹⁵"
-    assert format_metric(3162.3, ".0e") == "3 × 10³"
+    assert format_metric(3162.3, ".0e") == "3 × 10³" and format_metric(0.0, ".0e") == "0"
     assert format_metric(5.2634, ".2f") == "5.26" and format_metric(0.62, ".0%") == "62%"
     assert format_metric(2063, "") == "2063" and format_metric(True, "") == "True"
 
