@@ -98,7 +98,7 @@ def check_centers(C: object, X: torch.Tensor, name: str = "C0", *, at_most_n: bo
     if at_most_n:
         check_k(C.shape[1], n, name=f"the number of centres in {name}")
     elif C.shape[1] < 1:
-        raise ValueError(f"{name} must hold at least one centre, got shape {tuple(C.shape)}")
+        raise ValueError(f"the number of centres in {name} must be >= 1, got shape {tuple(C.shape)}")
     check_same_device_dtype(X=X, **{name: C})
     if not bool(torch.isfinite(C).all()):
         raise ValueError(f"{name} contains NaN or inf values")

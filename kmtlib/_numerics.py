@@ -118,15 +118,15 @@ def _powers_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def times_power_of_two(t: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
-    """``t * 2^exponent`` per task (exponent (B,), t (B, ...)), as a new tensor; exact whenever the
-    result is a normal number (in several multiplications where 2^exponent itself is not
-    representable)."""
-    step_limit = 1022 if t.dtype == torch.float64 else 126  # (2^step is a normal number)
+    """``t * 2^exponent`` per task (exponent (B,) int64, t (B, ...)), as a new tensor: one correctly
+    rounded result (exact whenever it is a normal number). Where 2^exponent itself is not
+    representable the factor is applied in steps: the remainder first, then steps of the largest
+    power, so that only the last step can round (into the subnormal range or to inf)."""
+    limit = 1022 if t.dtype == torch.float64 else 126  # (2^limit is a normal number)
     shape = (-1,) + (1,) * (t.dim() - 1)
-    left = exponent
-    while True:
-        step = left.clamp(-step_limit, step_limit)
-        t = t * _powers_of_two(step, t.dtype).view(shape)
-        left = left - step
-        if not bool(left.any()):
-            return t
+    full = exponent.abs() // limit
+    sign = exponent.sign()
+    t = t * _powers_of_two(exponent - sign * full * limit, t.dtype).view(shape)
+    for i in range(int(full.max())):
+        t = t * _powers_of_two(torch.where(full > i, sign * limit, 0), t.dtype).view(shape)
+    return t

@@ -87,9 +87,12 @@ def hard_attention(scores: torch.Tensor) -> torch.Tensor:
     soft-max applied to the computed scores, and it agrees with an ``argmax`` (Lloyd's
     assignment) wherever the maximiser is unique. Where two keys are mathematically tied, exact
     comparison sees the tie when the scores are computed exactly -- as in the constructions: the
-    centre-update scores between one-hot ids are exactly 0 or -2 (Euclidean) or 0 or 1 (dot), and
-    the point self-attention keys are handled in closed form -- and otherwise resolves a
-    rounding-level difference towards the larger computed score, as Lloyd's ``argmin`` does. A
+    centre-update scores between one-hot ids are exactly 0 or -2 (Euclidean) or 0 or 1 (dot),
+    equal keys (duplicate points, coinciding centres) are given bitwise equal scores
+    (:func:`kmtlib._numerics.tie_equal_keys`; a matrix product alone does not promise that on
+    every CPU), and the point self-attention keys are handled in closed form -- and otherwise
+    resolves a rounding-level difference towards the larger computed score, as Lloyd's
+    ``argmin`` does. A
     tolerance would instead average keys that are genuinely different, break the agreement with
     Lloyd on near-ties and make the result depend on an arbitrary threshold. Exactness claims are
     made on tie-free inputs (see the book's chapter 02 for the tie case).
@@ -116,7 +119,20 @@ def softmax_attention(scores: torch.Tensor, gamma: float) -> torch.Tensor:
         return hard_attention(scores)
     # (the shift is a constant for each row: no gradient flows through it)
     shifted = scores - scores.amax(dim=-1, keepdim=True).detach()
-    return torch.softmax(shifted * gamma, dim=-1)
+    return torch.softmax(_times_gamma(shifted, gamma), dim=-1)
+
+
+def _times_gamma(shifted: torch.Tensor, gamma: float, in_place: bool = False) -> torch.Tensor:
+    """``gamma * shifted`` for scores shifted by their row maximum (<= 0). A ``gamma`` above the
+    dtype's largest number (1e39 and more in float32) would become inf there, and the row
+    maximum's ``inf * 0`` NaN: such a ``gamma`` is applied as several representable factors
+    (0 stays 0, the rest runs to -inf: weight 0, the limit)."""
+    largest = torch.finfo(shifted.dtype).max
+    while gamma > largest:
+        shifted = shifted.mul_(largest) if in_place else shifted * largest
+        gamma /= largest
+        in_place = True  # (a fresh tensor from here on)
+    return shifted.mul_(gamma) if in_place else shifted * gamma
 
 
 def linear_attention_weights(scores: torch.Tensor, gamma: float | None = None) -> torch.Tensor:
@@ -185,7 +201,7 @@ def _unnormalised_(
             if _one_winner_per_row(scores, top):
                 return scores, None  # every count is 1: nothing to normalise
         else:
-            scores.sub_(top).mul_(gamma).exp_()
+            _times_gamma(scores.sub_(top), gamma, in_place=True).exp_()
         return scores, _row_sums(scores)
     if fn is linear_attention_weights:
         total = _row_sums(scores)

@@ -44,7 +44,11 @@ is the largest possible score; for SAC only centre ``j`` itself, the ids being d
 all copies carry the same value (a point's assignment is a function of the point), so the
 averaging hard attention returns the value of token ``i`` itself. This holds with duplicate
 points too. ``limit_self_attention="dense"`` evaluates the genuine hard attention instead (with
-exact, difference-based Euclidean scores), for verification on small problems. At finite
+exact, difference-based Euclidean scores), for verification on small problems. Wherever hard
+attention compares scores from a product (CAX's points over the centres, dense SAX with
+dot-product scores), keys that are equal get bitwise equal scores
+(:func:`~kmtlib._numerics.tie_equal_keys`): BLAS may round the same dot product differently
+for a key at another place in its tile, which would break a tie by its last bit. At finite
 temperature the self-attention is genuine soft-max over all n points, processed in chunks of
 queries so memory stays bounded.
 """

@@ -120,7 +120,12 @@ def test_objective_labels_consistent_and_monotone(empty):
         # against distances from explicit differences (the minimum does not depend on tie-breaks)
         D = ((X.unsqueeze(2) - C.unsqueeze(1)) ** 2).sum(-1)
         torch.testing.assert_close(res.objective[:, t], D.amin(-1).sum(-1), rtol=1e-12, atol=1e-14)
-    assert torch.equal(res.labels, kmtlib.nearest_center(X, res.final_centers))
+    # the same labels as nearest_center (which reads the points in another layout, so its scores
+    # may round differently) on the tasks with no point near a tie; centres that empty clusters
+    # share are exact ties in both (equal centres get equal scores), won by the lowest index
+    ok = min_assignment_margin(X, res.centers[:, -1:], merge_duplicates=True) >= MARGIN
+    assert ok.sum() >= 32
+    assert torch.equal(res.labels[ok], kmtlib.nearest_center(X, res.final_centers)[ok])
     # Lloyd never increases the objective, whatever happens to an empty centre (it holds no point).
     increase = res.objective[:, 1:] - res.objective[:, :-1]
     assert (increase <= 1e-12 * res.objective[:, :-1]).all()

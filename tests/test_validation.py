@@ -9,6 +9,7 @@ import pytest
 import torch
 from _helpers import requires_cuda
 
+import kmtlib
 from kmtlib import init_centers, kmeans_objective, lloyd, sample_tasks
 
 F64 = torch.float64
@@ -274,3 +275,52 @@ def test_generator_on_wrong_device():
     g_cuda = torch.Generator(device="cuda").manual_seed(0)
     with pytest.raises(ValueError, match=r"generator lives on cuda.* but the tensors are on cpu"):
         lloyd(_X(), _C(), 1, empty="random", generator=g_cuda)
+
+
+# ---------------------------------------------------------------------------- distance helpers
+# nearest_center and squared_distances check (X, C) like the rest of the API; more centres than
+# points is a valid question for them.
+PAIR_HELPERS = {"nearest_center": kmtlib.nearest_center, "squared_distances": kmtlib.squared_distances}
+pair_helpers = pytest.mark.parametrize("call", list(PAIR_HELPERS.values()), ids=list(PAIR_HELPERS))
+
+
+@pair_helpers
+def test_helpers_name_a_missing_batch_dimension(call):
+    with pytest.raises(ValueError, match=r"X must have shape \(B, n, d\), got shape \(6, 2\) \(for one task use X.unsqueeze\(0\)\)"):
+        call(_X()[0], _C())
+    with pytest.raises(ValueError, match=r"C must have shape \(B, k, d\), got shape \(3, 2\)"):
+        call(_X(), _C()[0])
+
+
+@pair_helpers
+@pytest.mark.parametrize("where", ["X", "C"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_helpers_refuse_non_finite_values(call, where, bad):
+    X, C = _X(), _C()
+    (X if where == "X" else C)[1, 2 if where == "X" else 0, 1] = bad
+    with pytest.raises(ValueError, match=rf"^{where} contains NaN or inf values"):
+        call(X, C)
+
+
+@pair_helpers
+def test_helpers_check_shapes_dtypes_and_types(call):
+    with pytest.raises(ValueError, match=r"C has dimension d=3 but X has d=2"):
+        call(_X(), _C(d=3))
+    with pytest.raises(ValueError, match=r"C has 3 tasks but X has 2"):
+        call(_X(), _C(B=3))
+    with pytest.raises(ValueError, match=r"number of centres in C must be >= 1"):
+        call(_X(), _C(k=0))
+    with pytest.raises(TypeError, match=r"C has dtype torch.float32 but X has torch.float64"):
+        call(_X(), _C(dtype=torch.float32))
+    with pytest.raises(TypeError, match=r"X must be float32 or float64, got torch.int64"):
+        call(_X().long(), _C())
+    with pytest.raises(TypeError, match=r"C must be a torch.Tensor of shape \(B, k, d\), got list"):
+        call(_X(), [[0.0, 0.0]])
+    with pytest.raises(TypeError, match=r"X must be a torch.Tensor of shape \(B, n, d\), got ndarray"):
+        call(np.zeros((2, 6, 2)), _C())
+
+
+def test_helpers_allow_more_centres_than_points():
+    X, C = _X(n=2), _C(k=5)
+    assert kmtlib.nearest_center(X, C).shape == (2, 2)
+    assert kmtlib.squared_distances(X, C).shape == (2, 2, 5)
