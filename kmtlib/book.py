@@ -141,7 +141,8 @@ class Chapter:
         device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (see :func:`kmtlib.resolve_device`).
         seed: the chapter's master seed (>= 0).
         profile: one of :data:`PROFILES`.
-        output_dir: where figures and ``metrics.json`` go; empty = ``results/<stem>/`` at the repo root.
+        output_dir: where figures and ``metrics.json`` go; empty = ``results/<stem>/``; a relative path
+            is taken from the repository root.
         sizes: the size parameters as set in the parameters cell; ``0`` (or ``None``) means "take the
             profile's value" (papermill's type parser knows no ``int | None``, so chapters use 0).
         profiles: for every profile, the default of every size parameter.
@@ -173,7 +174,9 @@ class Chapter:
         self.sizes = {name: (defaults[name] if name in unset else value) for name, value in sizes.items()}
         self.overridden = sorted(set(sizes) - unset)
         self.root = find_repo_root()
-        self.output_dir = Path(output_dir) if output_dir else self.root / "results" / stem
+        # A relative folder is taken from the repository root, where the printed commands are run
+        # (chapters themselves run with cwd book/).
+        self.output_dir = self.root / (output_dir or Path("results") / stem)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []

@@ -124,6 +124,10 @@ def test_the_output_folder_is_printed_relative_to_the_repository(tmp_path, monke
         assert chapter.output_dir == REPO / "results" / "00_test"
         assert "output_dir=results/00_test;" in chapter.describe()
         assert parse_describe(chapter.describe())["output_dir"] == "results/00_test"
+        # a relative folder is taken from the repository root, not from the chapter's cwd book/
+        relative = Chapter("00_test", device="cpu", seed=1, profile="quick", output_dir="results/00_test",
+                           sizes={"n": 0}, profiles=PROFILES)
+        assert relative.output_dir == REPO / "results" / "00_test"
         # a folder outside the repository is the reader's own choice: printed as given
         outside = _chapter(tmp_path)
         assert f"output_dir={tmp_path};" in outside.describe()
