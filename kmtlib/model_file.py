@@ -47,6 +47,7 @@ class ModelFileError(ValueError):
 def _short(exc: BaseException, limit: int = 160) -> str:
     """The first line of an exception's message, shortened (torch's messages run to pages)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = text.split(" This is an internal miniz error", 1)[0]  # (then advice to file a bug)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -88,11 +89,8 @@ def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") ->
         kind = "pickle"
     else:
         raise ModelFileError(f"{path}: not a {what} (not a torch file: it starts with the bytes {head!r})")
-    if kind == "zip" and not zipfile.is_zipfile(path):
-        # A zip archive ends with its directory: without it the file was cut short.
-        raise ModelFileError(
-            f"{path}: not a {what} (truncated or damaged torch archive: the archive's end record is missing, {size} bytes)"
-        )
+    if kind == "zip":
+        _check_archive(path, what, size)
     try:
         with warnings.catch_warnings():
             # (torch warns about the pickle protocol of a foreign pickle before refusing it)
@@ -112,7 +110,29 @@ def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") ->
         raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
 
 
-def _describe(obj: Any) -> str:
+def _check_archive(path: Path, what: str, size: int) -> None:
+    """Check a torch zip archive: complete, and every member matching its CRC-32 checksum.
+
+    torch.load checks neither: a cut archive fails with ``OSError: [Errno 22]`` and a flipped
+    byte inside a tensor loads as a silently different weight. Python's zipfile does both checks
+    (one more read of a file that is small next to the memory it will take).
+    """
+    if not zipfile.is_zipfile(path):
+        # A zip archive ends with its directory: without it the file was cut short.
+        raise ModelFileError(
+            f"{path}: not a {what} (truncated or damaged torch archive: the archive's end record is missing, {size} bytes)"
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except Exception as exc:  # (BadZipFile, zlib errors, a member cut short: EOFError)
+        raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch archive: {_short(exc)})") from exc
+    if bad is not None:
+        raise ModelFileError(f"{path}: damaged {what} (the archive member {bad!r} does not match its CRC-32 checksum)")
+
+
+def describe_contents(obj: Any) -> str:
+    """What a loaded torch file holds, in a few words ("a tensor of shape (3,)", "a dict with keys ...")."""
     if isinstance(obj, torch.Tensor):
         return f"a tensor of shape {tuple(obj.shape)}"
     if isinstance(obj, dict):
@@ -124,7 +144,7 @@ def _describe(obj: Any) -> str:
 def check_state_dict(state: Any, path: Path, what: str, entry: str) -> dict[str, torch.Tensor]:
     """``state`` as a dict of finite floating-point tensors of one dtype, else ModelFileError."""
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
-        raise ModelFileError(f"{path}: not a {what} (its {entry!r} entry is {_describe(state)}, not a dict of named tensors)")
+        raise ModelFileError(f"{path}: not a {what} (its {entry!r} entry is {describe_contents(state)}, not a dict of named tensors)")
     dtypes = {v.dtype for v in state.values()}
     if any(not dt.is_floating_point for dt in dtypes) or len(dtypes) > 1:
         names = ", ".join(sorted(str(dt) for dt in dtypes))
@@ -143,7 +163,7 @@ def build_model(
     from .transformer import KMeansTransformer
 
     if not isinstance(config, dict):
-        raise ModelFileError(f"{path}: not a {what} (its {config_entry!r} entry is {_describe(config)}, not a model configuration)")
+        raise ModelFileError(f"{path}: not a {what} (its {config_entry!r} entry is {describe_contents(config)}, not a model configuration)")
     unknown = sorted(set(map(str, config)) - {"builder", "kwargs"})
     if unknown or "builder" not in config or "kwargs" not in config:
         raise ModelFileError(
@@ -153,7 +173,7 @@ def build_model(
     if builder not in BUILDERS:
         raise ModelFileError(f"{path}: not a {what} (unknown builder {builder!r}; expected one of {', '.join(BUILDERS)})")
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise ModelFileError(f"{path}: not a {what} (the builder options are {_describe(kwargs)}, not a dict of named options)")
+        raise ModelFileError(f"{path}: not a {what} (the builder options are {describe_contents(kwargs)}, not a dict of named options)")
     placement = sorted(set(kwargs) & set(_PLACEMENT_OPTIONS))
     if placement:
         raise ModelFileError(f"{path}: not a {what} (its configuration carries the option(s) {', '.join(placement)}, which a saved model never has)")
@@ -196,13 +216,13 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
     what = "kmtlib model file"
     payload = read_torch_file(path, what)
     if not isinstance(payload, dict):
-        raise ModelFileError(f"{path}: not a {what} (it holds {_describe(payload)}; expected a model saved with KMeansTransformer.save)")
+        raise ModelFileError(f"{path}: not a {what} (it holds {describe_contents(payload)}; expected a model saved with KMeansTransformer.save)")
     fmt = payload.get("format")
     if fmt == CHECKPOINT_FORMAT:
         raise ModelFileError(f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)")
     if fmt != MODEL_FORMAT:
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
-        raise ModelFileError(f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {_describe(payload)})")
+        raise ModelFileError(f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {describe_contents(payload)})")
     for key in ("config", "state_dict"):
         if key not in payload:
             raise ModelFileError(f"{path}: damaged {what} (the {key!r} entry is missing)")

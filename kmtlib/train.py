@@ -85,7 +85,7 @@ from .lloyd import lloyd
 from .losses import _smoothed_objective
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
-from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, read_torch_file
+from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, describe_contents, read_torch_file
 from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 PAPER_SEEDS: tuple[int, ...] = (
@@ -339,7 +339,7 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint's payload with its entries checked (not yet loaded into a model)."""
     payload = read_torch_file(path, _CHECKPOINT_WHAT)
     if not isinstance(payload, dict):
-        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds a {type(payload).__name__})")
+        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds {describe_contents(payload)})")
     fmt = payload.get("format")
     if fmt != CHECKPOINT_FORMAT:
         hint = "; it is a model file (kmtlib.load_model), not a checkpoint" if fmt == MODEL_FORMAT else ""
@@ -697,12 +697,13 @@ def _log_difference(disk: str, expected: str) -> str:
     if not disk:
         return "empty"
     if expected.startswith(disk):
-        complete = disk.count("\n") - 1  # rows ending in a newline, after the header
-        if complete < 1:
+        complete = disk.count("\n")  # lines that end in a newline, the header first
+        mid_row = "" if disk.endswith("\n") else " mid-row"
+        if complete == 0:
             return "cut short in its header"
-        last_step = want[complete].split(",", 1)[0]
-        where = "mid-row after step" if not disk.endswith("\n") else "after step"
-        return f"cut short {where} {last_step}"
+        if complete == 1:
+            return f"cut short{mid_row} after its header"
+        return f"cut short{mid_row} after step {want[complete - 1].split(',', 1)[0]}"
     for number, (mine, theirs) in enumerate(zip(have, want), start=1):
         if mine != theirs:
             if number == len(want):  # past the checkpoint's rows
