@@ -1,7 +1,7 @@
 """A straightforward implementation of the paper's trainable layer, its task sampler and its loss:
 the yardstick kmtlib's training step is timed against.
 
-Written from the description of the model (notes/paper.md section 7), not from kmtlib's code, the
+Written from the description of the model (the paper's learning experiments), not from kmtlib's code, the
 way a first implementation would be: squared distances from ``torch.cdist``, an explicit
 soft-max over the full n x n score matrix, ``F.dropout`` on the attention weights, tasks drawn
 through ``torch.distributions.MixtureSameFamily``, and autograd for every backward pass.

@@ -1,4 +1,5 @@
-"""The trainable single layer of the paper's learning experiments (notes/paper.md section 7.1).
+"""The trainable single layer of the paper's learning experiments (the authors' ``kmt.KModel`` in
+github.com/rithram/kmeans-trf).
 
 One layer of four attention blocks over tokens of width ``D`` (``d + k`` for the one-hot
 embedding, ``d`` for the d-only ablation). Every block has its own learned query, key and value

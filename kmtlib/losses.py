@@ -1,4 +1,5 @@
-"""The training loss: a smoothed upper bound of the k-means objective (notes/paper.md section 7.3).
+"""The training loss: a smoothed upper bound of the k-means objective (the paper's training
+loss; the authors' ``losses.SoftKMObj`` in github.com/rithram/kmeans-trf).
 
 For inverse temperature ``t`` (the paper's lambda^-1, 10 in the main runs),
 

@@ -2,7 +2,8 @@
 
 Each task draws ``k`` component locations uniformly from ``[0, 1]^d``, samples ``n`` points from
 the equal-weight mixture of one location-scale family (isotropic ``scale``), and rescales every
-dimension of the task to ``[0, 1]`` by its minimum and maximum (notes/paper.md section 7.2).
+dimension of the task to ``[0, 1]`` by its minimum and maximum (the paper's task
+distribution; the authors' ``ctasks.ClusteringTasks`` in github.com/rithram/kmeans-trf).
 All tasks of a batch are drawn at once; randomness comes only from ``generator``.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train the runs behind chapter 08 (training dynamics; paper Figs. 9 and 10, notes/paper.md 7.8):
+# Train the runs behind chapter 08 (training dynamics; paper Figs. 9 and 10):
 #   loss temperature: n=512, k=6, inverse loss temperature 1, 4, 7, 10, for d=4 and d=32;
 #   number of clusters: d=32, inverse temperature 10, k = 6, 10, 16, 25;
 #   dimension:          k=6, inverse temperature 10, d = 4, 8, 16, 32;
@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-.venv/bin/python}
+PYTHON=${PYTHON:-python3}
 OUT=${OUT:-runs/dynamics}
 STEPS=${STEPS:-1000}
 SEEDS=${SEEDS:-"153476998 235510766 205084180"}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train the paper-configuration models the book evaluates (notes/paper.md section 7.4):
+# Train the paper-configuration models the book evaluates (the paper's training recipe):
 # n=512, d=32, k=10, batch 32, Adam 0.01, loss inverse temperature 10, gamma 1, dropout 0.01,
 # 10 000 steps, evaluation every 50 steps on 10 x 32 validation tasks; one-hot (width d+k) and
 # d-only (width d) tokens; the first three training seeds of the paper.
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-.venv/bin/python}
+PYTHON=${PYTHON:-python3}
 OUT=${OUT:-runs/paper}
 SEEDS=${SEEDS:-"153476998 235510766 205084180"}
 EMBEDDINGS=${EMBEDDINGS:-"onehot none"}

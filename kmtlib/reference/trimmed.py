@@ -7,7 +7,7 @@ centre update that ignores some points; they differ in which points:
   ``trimcluster::trimkmeans`` and the Python port ``trimkmeans``: over the whole data set, drop
   the ``floor(alpha n)`` points farthest from their nearest centre; every centre is the mean of its
   remaining points.
-* ``rule="quantile"`` -- the authors' baseline (notes/paper.md section 9): per cluster, drop the
+* ``rule="quantile"`` -- the authors' baseline (``trimmed_iters`` in github.com/rithram/kmeans-trf): per cluster, drop the
   members whose squared distance to the current centre is not strictly below the ``q``-quantile
   (linear interpolation, as NumPy and torch compute it) of the members' squared distances. Where
   the strict rule keeps no member -- a one-point cluster (the quantile of one value is that

@@ -1,7 +1,7 @@
 """A clear, batched layer for the circuit variants of chapter 10.
 
 :class:`CircuitLayer` is the layer of Theorem 2.1 with its four blocks written out one by one, so
-that a variant can change one mechanism and keep the rest (notes/paper.md section 4; rows are
+that a variant can change one mechanism and keep the rest (the paper's Theorem 2.1 and its proof; rows are
 tokens, point tokens ``[x_i; y_i]``, centre tokens ``[c_j; e_j]``, width ``D = d + k``)::
 
     CAX  y_i += sum_j  w_ij e_j,   w_i = assign_map(score(x_i, c_j))        (points -> centres)

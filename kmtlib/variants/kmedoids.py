@@ -2,7 +2,7 @@
 selects one data point per cluster.
 
 The change (this book's construction; the paper names "Gumbel attention" and "randomized
-k-medoids" only, notes/paper.md section 9)::
+k-medoids" only)::
 
     CAX, SAX   as in Theorem 2.1: y_i <- e_{a(i)}, a(i) = argmin_j ||x_i - c_j||^2
     CAC        two heads in sequence over the updated point tokens, restricted to the members of

@@ -2,7 +2,7 @@
 in the centre update.
 
 The change (this book's construction; the paper names "sparse attention" and the authors' code
-has a sparsemax baseline, notes/paper.md section 9)::
+has a sparsemax baseline, ``rkm_iters`` in github.com/rithram/kmeans-trf)::
 
     CAX, SAX   as in Theorem 2.1: y_i <- e_{a(i)}, a(i) = argmin_j ||x_i - c_j||^2
     CAC        c_j <- sum_i w_ji x_i,   w_j = entmax_alpha( beta * s_j ),
@@ -51,7 +51,7 @@ sparsemax (alpha = 2), entmax-1.5 and alpha-entmax with a chosen ``alpha`` in (1
 
 
 def authors_inv_temperature(d: int) -> float:
-    """The authors' score scale ``0.01 / sqrt(d)`` (baseline ``rkm_iters``, notes/paper.md section 9)."""
+    """The authors' score scale ``0.01 / sqrt(d)`` (their baseline ``rkm_iters``, github.com/rithram/kmeans-trf)."""
     return 0.01 / math.sqrt(check_int("d", d, minimum=1))
 
 
