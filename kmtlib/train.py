@@ -83,9 +83,9 @@ from .init import init_centers
 from .learned import EMBEDDINGS
 from .lloyd import lloyd
 from .losses import _smoothed_objective
+from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, describe_contents, read_torch_file
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
-from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, describe_contents, read_torch_file
 from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 PAPER_SEEDS: tuple[int, ...] = (
@@ -394,7 +394,7 @@ def train(
             every other option must match the checkpoint. A damaged folder is repaired where
             the checkpoints allow it (one line on stderr per repair) and refused with a
             :class:`RunFolderError` or :class:`~kmtlib.ModelFileError` naming the file where
-            they do not, before any training step; see :func:`_resume_point`.
+            they do not, before any training step and any change (see the module docstring).
         overwrite: delete the run's files in ``out_dir`` (log, checkpoints, models, manifest)
             and start afresh.
         quiet: True: no progress output (repairs are still reported). None (default): a
@@ -746,8 +746,8 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
     if manifest.exists():
         try:
             saved = json.loads(manifest.read_text())
-            if not isinstance(saved, dict):
-                raise ValueError(f"a JSON {type(saved).__name__}, not an object")
+            if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+                raise ValueError("JSON, but not an object with a 'config' object")
         except (ValueError, UnicodeDecodeError) as exc:
             point.notes.append(
                 f"{manifest}: not a valid manifest ({str(exc)[:80]}); set aside as {manifest.name}{_DAMAGED}, written again when the run finishes"
@@ -805,6 +805,9 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
     seeds = derive_seeds(config.seed)
     notes: list[str] = []
     existing = [name for name in RUN_FILES if (out / name).exists()]
+    for name in existing:
+        if (out / name).is_dir():  # (no repair or overwrite could replace it by a file)
+            raise RunFolderError(f"{out / name}: a folder where the run keeps its {name} file: move it away")
     point = None
     if resume:
         point = _resume_point(config, out, device, seeds)  # every refusal happens here

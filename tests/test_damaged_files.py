@@ -118,6 +118,7 @@ REPAIRABLE = {
     "best model truncated": (lambda f, runs: (f / "best.pt").write_bytes((f / "best.pt").read_bytes()[:500]), r"best\.pt: not a kmtlib model file \(truncated.*restored the best model so far"),
     "best model missing": (lambda f, runs: (f / "best.pt").unlink(), r"best\.pt: no such file.*restored the best model"),
     "manifest not JSON": (lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"{not json"), r"manifest\.json: not a valid manifest.*manifest\.json\.damaged"),
+    "manifest JSON but not a manifest": (lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"[]"), r"manifest\.json: not a valid manifest.*set aside"),
     "model file damaged": (lambda f, runs: _extended_finished_run(f, runs, "model.pt", b"\x80\x02garbage"), r"model\.pt: not a kmtlib model file.*written again when the run finishes"),
     "temporaries of a killed save": (lambda f, runs: ((f / ".last.pt.k1l2.tmp").write_bytes(b"half"), (f / ".manifest.json.tmp").write_text("{")), r"removed 2 temporary file\(s\).*\.last\.pt\.k1l2\.tmp"),
     "killed between the two renames of a save": (lambda f, runs: _killed_between_renames(f), r"last\.pt: no such file.*previous\.pt \(step 20\)"),
@@ -185,6 +186,7 @@ REFUSED = {
     "manifest of another run": (lambda f, runs: shutil.copy(runs / "other" / "manifest.json", f / "manifest.json"), r"manifest\.json: the manifest of another run \(d: 4 there vs 3 now\)"),
     "model of another run": (lambda f, runs: shutil.copy(runs / "other" / "model.pt", f / "model.pt"), r"model\.pt: a model of another configuration \(d: 4 there vs 3 here\)"),
     "a pickle of other objects as checkpoint": (lambda f, runs: ((f / "last.pt").write_bytes(pickle.dumps({"a": _Foreign()}, protocol=2)), (f / "previous.pt").unlink()), r"last\.pt: not a kmtlib training checkpoint \(it holds Python objects that a weights-only load refuses"),
+    "a folder in place of a file": (lambda f, runs: ((f / "best.pt").unlink(), (f / "best.pt").mkdir()), r"best\.pt: a folder where the run keeps its best\.pt file"),
     "a finished run without its checkpoints (as shipped)": (lambda f, runs: _as_shipped(f, runs), r"last\.pt: missing.*model\.pt.*no checkpoint"),
 }
 
