@@ -302,6 +302,12 @@ def _outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
     return []
 
 
+def _cache_path(app: Sphinx, env) -> Path:
+    """Where myst-nb keeps the executed notebooks (its own default when the config names none)."""
+    config = env.mystnb_config
+    return Path(config.execution_cache_path or Path(app.outdir).parent / ".jupyter_cache").resolve()
+
+
 def _data_stale(app: Sphinx, env) -> list[str]:
     """Chapters whose ``data/<name>`` folders changed since the last build, with their cached
     executions dropped (see :mod:`kmtlib.execution_cache`)."""
@@ -310,7 +316,7 @@ def _data_stale(app: Sphinx, env) -> list[str]:
     config = getattr(env, "mystnb_config", None)
     if config is None or getattr(config, "execution_mode", None) != "cache":
         return []
-    cache_path = config.execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    cache_path = _cache_path(app, env)
     sources = {}
     for docname in sorted(env.found_docs):
         path = Path(env.doc2path(docname))
@@ -689,9 +695,17 @@ def _figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
 
 
 def _runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
+    from .execute_chapters import TIMES_FILE
+
     rows = []
     pages = _page_info(app.env)
     nb_meta = getattr(app.env, "nb_metadata", {}) or {}
+    schedule = {}  # how kmtlib.execute_chapters ran each chapter ahead of the build
+    if getattr(getattr(app.env, "mystnb_config", None), "execution_mode", None) == "cache":
+        try:
+            schedule = json.loads((_cache_path(app, app.env) / TIMES_FILE).read_text())
+        except (OSError, ValueError):
+            schedule = {}
     for docname in _chapters(app):
         page = pages[docname]
         if not page.get("chapter"):
@@ -705,6 +719,11 @@ def _runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
                 else str(exec_data.get("method", "?"))
             if exec_data.get("succeeded") is False:
                 executed += ", FAILED"
+            how = schedule.get(docname) if isinstance(schedule, dict) else None
+            if isinstance(how, dict) and isinstance(runtime, (int, float)) and how.get("seconds") == round(runtime, 2):
+                at_once = how.get("chapters_at_once")
+                executed += (f"; {how.get('threads')} thread(s), up to {at_once} chapters at once" if at_once != 1
+                             else f"; alone, threads: {how.get('threads')}")
         n_figs = len(page["figures"])
         n_pdf = sum(1 for f in page["figures"] if _figure_files(app, docname, f)[1] is not None)
         settings = f"{run['profile']}, {run['device']}, seed {run['seed']}" if run else "not printed by the chapter"
