@@ -142,7 +142,9 @@ def check_square_range(X: torch.Tensor, C: torch.Tensor, width: int, what: str) 
     fix = "rescale the data (the clustering does not depend on the scale)"
     if X.dtype == torch.float32:
         fix += " or use float64"
-    largest = float(size.max())
+    smallest, largest = (float(v) for v in torch.aminmax(size))
+    if low <= smallest and largest <= high:
+        return
     if largest > high:
         raise ValueError(
             f"points too large for {what}: |x| up to {largest:.3g} (X and C0), but its {X.dtype} squared "

@@ -96,13 +96,20 @@ def square_range(dtype: torch.dtype, width: int, terms: int = 1) -> tuple[float,
 
 def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
     """The largest absolute coordinate per task (B,) over tensors (B, *, d)."""
-    return torch.stack([t.detach().abs().amax(dim=tuple(range(1, t.dim()))) for t in tensors]).amax(0)
+    size = None
+    for t in tensors:
+        m = t.detach().abs().amax(dim=tuple(range(1, t.dim())))
+        size = m if size is None else torch.maximum(size, m)
+    return size
 
 
 def power_of_two_exponents(size: torch.Tensor, low: float, high: float) -> torch.Tensor | None:
     """Per task (B,), the exponent e (int64) such that ``size * 2^-e`` lies in [0.5, 1), for the
     tasks whose ``size`` is above ``high`` or below ``low`` (but not 0); 0 for the others. None
-    when no task needs it (the usual case)."""
+    when no task needs it (the usual case, told by the smallest and largest size alone)."""
+    smallest, largest = (float(v) for v in torch.aminmax(size))
+    if low <= smallest and largest <= high:
+        return None
     out = (size > high) | ((size < low) & (size > 0))
     if not bool(out.any()):
         return None
