@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from ._checks import check_positive_float
+from ._numerics import tie_equal_keys
 
 AttentionMap = Callable[..., torch.Tensor]
 """A map ``fn(scores, gamma, **options) -> weights``: scores (B, m, r) to weights (B, m, r), row by
@@ -289,7 +290,15 @@ def attention_weights(
     """The full attention matrix (B, m, r) of queries ``q`` over keys ``k`` (for inspection and plots)."""
     fn = get_attention_map(map)
     s = euclidean_scores(q, k, query_norm=False) if score == "euclidean" else get_score(score)(q, k)
+    if _is_hard(fn, gamma):
+        s = tie_equal_keys(s, k, dim=2)
     return fn(s, gamma, **options)
+
+
+def _is_hard(fn: AttentionMap, gamma: float) -> bool:
+    """Whether the map decides by exact comparison of scores (hardmax, soft-max at gamma = inf),
+    so that equal keys must be given bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`)."""
+    return fn is _hardmax_map or (fn is softmax_attention and gamma == math.inf)
 
 
 def attend(
@@ -313,12 +322,15 @@ def attend(
     scores from differences (see :func:`euclidean_scores`).
     """
     fn = get_attention_map(map)
+    hard = _is_hard(fn, gamma)
 
     def block(qc: torch.Tensor) -> torch.Tensor:
         if score == "euclidean":
             s = euclidean_scores(qc, k, query_norm=False, exact=exact)
         else:
             s = get_score(score)(qc, k)
+        if hard:
+            s = tie_equal_keys(s, k, dim=2)
         return torch.bmm(fn(s, gamma, **options), v)
 
     B, m, _ = q.shape
