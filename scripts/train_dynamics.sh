@@ -54,15 +54,15 @@ for seed in $SEEDS; do
         echo "$(date -Is) skip $dir (finished)"
         continue
       fi
-      resume=()
-      [ -f "$dir/last.pt" ] && resume=(--resume)
+      # --resume continues an interrupted run (repairing what a kill damaged) and starts a new one
+      # in an empty or missing folder
       mkdir -p "$dir"
-      echo "$(date -Is) start $dir ${resume[*]:-}"
+      echo "$(date -Is) start $dir"
       if "$PYTHON" -m kmtlib.train \
         --d "$d" --k "$k" --n 512 --embedding "$embedding" --seed "$seed" \
         --steps "$STEPS" --batch 32 --lr 0.01 --loss-inv-temp "$li" --gamma 1 --dropout 0.01 \
         --family normal --eval-every 50 --val-batches 10 \
-        --device cpu --threads "$THREADS" --quiet --out "$dir" "${resume[@]}" >> "$dir.log" 2>&1; then
+        --device cpu --threads "$THREADS" --quiet --out "$dir" --resume >> "$dir.log" 2>&1; then
         echo "$(date -Is) done  $dir"
       else
         echo "$(date -Is) FAILED $dir (exit $?; see $dir.log)"

@@ -35,14 +35,14 @@ for embedding in $EMBEDDINGS; do
       echo "$(date -Is) skip $dir (finished)"
       continue
     fi
-    resume=()
-    [ -f "$dir/last.pt" ] && resume=(--resume)
-    echo "$(date -Is) start $dir ${resume[*]:-}"
+    # --resume continues an interrupted run (repairing what a kill damaged) and starts a new one
+    # in an empty or missing folder
+    echo "$(date -Is) start $dir"
     if "$PYTHON" -m kmtlib.train \
       --d 32 --k 10 --n 512 --embedding "$embedding" --seed "$seed" \
       --steps 10000 --batch 32 --lr 0.01 --loss-inv-temp 10 --gamma 1 --dropout 0.01 \
       --family normal --eval-every 50 --val-batches 10 \
-      --device cpu --threads "$THREADS" --out "$dir" "${resume[@]}" >> "$dir.log" 2>&1; then
+      --device cpu --threads "$THREADS" --out "$dir" --resume >> "$dir.log" 2>&1; then
       echo "$(date -Is) done  $dir"
     else
       # e.g. another process holds the folder (kmtlib.train locks it), or the run diverged
