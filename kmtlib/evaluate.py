@@ -1,4 +1,5 @@
-"""Multi-step evaluation of trained layers against Lloyd (notes/paper.md section 7.5).
+"""Multi-step evaluation of trained layers against Lloyd (the paper's Fig. 4 protocol; the
+authors' ``plot_eval_ood_gen.py`` in github.com/rithram/kmeans-trf).
 
 The single trained layer is applied ``steps`` times with re-embedding before every step (the
 model's own forward does this for models built with ``reembed=True``), and Lloyd runs the same

@@ -1,4 +1,5 @@
-"""Training the learned single layer as in the paper (notes/paper.md sections 7.1-7.4).
+"""Training the learned single layer as in the paper (the authors' ``train.py`` and
+``expt-run.sh`` in github.com/rithram/kmeans-trf).
 
 Command line (every option has the paper's value as its default)::
 
@@ -92,7 +93,7 @@ PAPER_SEEDS: tuple[int, ...] = (
     153476998, 235510766, 205084180, 129959864, 149896109,
     140439608, 145017219, 162518970, 245293503, 152674004,
 )
-"""The ten training seeds of the paper's runs (notes/paper.md section 7.4)."""
+"""The ten training seeds of the paper's runs (the authors' ``expt-run.sh``)."""
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -913,7 +914,9 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
         return row
 
     interactive = sys.stderr.isatty()
-    from tqdm.auto import tqdm
+    # The bar is for terminals only (off otherwise): tqdm's text bar, not tqdm.auto, which in a
+    # Jupyter kernel without ipywidgets warns even when the bar is disabled.
+    from tqdm import tqdm
 
     bar = tqdm(
         total=config.steps, initial=min(step, config.steps), disable=bool(quiet) or not interactive,
