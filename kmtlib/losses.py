@@ -14,14 +14,19 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points, check_positive_float
-from .objective import squared_distances
+from .objective import _squared_distances, squared_distances
+
+
+def _soft_weighted(dist: torch.Tensor, inv_temperature: float) -> torch.Tensor:
+    weights = torch.softmax(dist * (-inv_temperature), dim=-1)
+    return (weights * dist).sum(dim=(1, 2))
 
 
 def _smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float) -> torch.Tensor:
-    """:func:`smoothed_objective` without input checks (the training hot path)."""
-    dist = squared_distances(X, C)  # (B, n, k)
-    weights = torch.softmax(dist * (-inv_temperature), dim=-1)
-    return (weights * dist).sum(dim=(1, 2))
+    """:func:`smoothed_objective` without input checks (the training hot path): the unchecked
+    expansion, which gives the same numbers as the public :func:`~kmtlib.squared_distances` for
+    data whose squares stay in the dtype's range (training data do), without its checks."""
+    return _soft_weighted(_squared_distances(X, C), inv_temperature)  # (B, n, k) distances
 
 
 def smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float = 10.0) -> torch.Tensor:
@@ -41,4 +46,6 @@ def smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float 
     check_points(X)
     check_centers(C, X, name="C")
     inv_temperature = check_positive_float("inv_temperature", inv_temperature)
-    return _smoothed_objective(X, C, inv_temperature)
+    # (the public distances: data at any scale, rescaled by a power of two where the squares
+    # would leave the dtype's range)
+    return _soft_weighted(squared_distances(X, C), inv_temperature)
