@@ -40,7 +40,7 @@ from ._checks import check_centers, check_int, check_points, check_positive_floa
 from .constructions import BLOCK_NAMES, TheoremLayer
 from .learned import TrainableLayer
 from .lloyd import cluster_means
-from .objective import _kmeans_objective, assignment_cost, nearest_center, squared_distances
+from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .transformer import KMeansTransformer
 
 __all__ = [
@@ -443,6 +443,14 @@ def lloyd_step(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return torch.where((counts > 0).unsqueeze(-1), means, C), labels, counts
 
 
+def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """(b, p, q) squared distances between the rows of A (b, p, d) and B (b, q, d) from their
+    differences, each pair by the same operations (few rows: no matrix product, whose rounding
+    could tell equal rows apart)."""
+    diff = A.unsqueeze(2) - B.unsqueeze(1)
+    return (diff * diff).sum(-1)
+
+
 @torch.no_grad()
 def compare_with_lloyd(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor,
                        new_centres: torch.Tensor | None = None) -> StepComparison:
@@ -467,8 +475,9 @@ def compare_with_lloyd(model: KMeansTransformer, X: torch.Tensor, C: torch.Tenso
     denom = model_move * lloyd_move
     cosine = torch.where(denom > 0, dot / denom.clamp_min(torch.finfo(X.dtype).tiny), nan)
     dist_to_mean = torch.where(empty, nan, (new - M).norm(dim=-1))
-    # nearest cluster mean of every new centre, among the non-empty clusters
-    d2 = squared_distances(new, M).masked_fill(empty.unsqueeze(1), float("inf"))
+    # nearest cluster mean of every new centre, among the non-empty clusters (k x k distances
+    # from the differences, pair by pair: equal means are tied exactly, the first one wins)
+    d2 = _pair_distances(new, M).masked_fill(empty.unsqueeze(1), float("inf"))
     own = d2.argmin(-1) == torch.arange(C.shape[1], device=X.device)
     return StepComparison(
         counts=counts,
@@ -543,7 +552,8 @@ def components_covered(C: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
             raise ValueError(f"{name} must be a tensor of shape (B, *, d)")
     if C.shape[0] != means.shape[0] or C.shape[2] != means.shape[2]:
         raise ValueError(f"C {tuple(C.shape)} and means {tuple(means.shape)} must have the same B and d")
-    nearest = squared_distances(C, means.to(C.dtype)).argmin(-1)  # (B, k)
+    # (k x m distances from the differences: equal means tie exactly, the first one wins)
+    nearest = _pair_distances(C, means.to(C.dtype)).argmin(-1)  # (B, k)
     hit = torch.zeros(C.shape[0], means.shape[1], dtype=torch.bool, device=C.device)
     hit.scatter_(1, nearest, True)
     return hit.sum(-1)

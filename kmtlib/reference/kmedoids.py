@@ -15,7 +15,7 @@ centre, i.e. the current medoid as ``kmedoids.alternating`` keeps it, then the l
 among all points by their cost over all points. The noise is one standard Gumbel tensor (B, k, n)
 per step when ``tau > 0`` (:func:`kmtlib.attention.standard_gumbel`), so equal generators give the
 variant model's draws. The costs come from the full (B, n, n) dissimilarity matrix, computed from
-differences: O(n^2) memory per task, meant for tests and small tasks.
+differences: O(k n^2) memory per task, meant for tests and small tasks.
 """
 
 from __future__ import annotations
@@ -30,21 +30,33 @@ from ._result import trajectory_result
 
 
 def pairwise_sq_distances(X: torch.Tensor) -> torch.Tensor:
-    """(B, n, n) squared distances between the points of each task, from explicit differences."""
-    diff = X.unsqueeze(2) - X.unsqueeze(1)
-    return (diff * diff).sum(-1)
+    """(B, n, n) squared distances between the points of each task, from explicit differences,
+    summed coordinate by coordinate in order (one rounding per product and per sum, wherever the
+    pair sits: ``D`` is bitwise symmetric and equal points have bitwise equal rows)."""
+    B, n, d = X.shape
+    D = X.new_zeros(B, n, n)
+    for c in range(d):  # (a loop over coordinates, not points)
+        diff = X[..., c].unsqueeze(2) - X[..., c].unsqueeze(1)
+        D += diff * diff
+    return D
 
 
 def medoid_costs(
     X: torch.Tensor, labels: torch.Tensor, k: int, D: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Medoid costs (B, k, n), ``cost_j(i) = sum over the points l of cluster j of D_il``, and the
-    candidate mask (B, k, n) (members of cluster j; all points for an empty cluster)."""
+    candidate mask (B, k, n) (members of cluster j; all points for an empty cluster).
+
+    The sum over ``l`` is a plain reduction over the last dimension (B, k, n, n), not a matrix
+    product: it adds the same terms in the same order for every candidate on every CPU, so
+    mathematically tied costs built from equal terms (a two-point cluster, duplicate points)
+    are bitwise tied, and the costs are bitwise those of the variant's exact re-scoring
+    (:func:`kmtlib.variants.kmedoids.exact_costs`). O(k n^2) memory: for tests and small tasks."""
     if D is None:
         D = pairwise_sq_distances(X)
     member = labels.unsqueeze(1) == torch.arange(k, device=X.device).view(1, k, 1)
     member = member | ~member.any(dim=-1, keepdim=True)
-    return torch.bmm(member.to(X.dtype), D), member
+    return (D.unsqueeze(1) * member.to(X.dtype).unsqueeze(2)).sum(-1), member
 
 
 def randomised_kmedoids(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_centers, check_choice, check_int, check_points
+from .._numerics import tie_equal_keys
 from ..results import ClusteringResult
 
 EMPTY_RULES = ("mean", "keep")
@@ -46,7 +47,8 @@ def spherical_kmeans(X: torch.Tensor, C0: torch.Tensor, steps: int, empty: str =
     centers = [C]
 
     def labels_of(C: torch.Tensor) -> torch.Tensor:
-        return torch.bmm(U, C.transpose(1, 2)).argmax(-1)  # first maximum on ties
+        # first maximum on ties; equal centres get bitwise equal cosines (whatever the product rounded)
+        return tie_equal_keys(torch.bmm(U, C.transpose(1, 2)), C, dim=2).argmax(-1)
 
     n_empty = []
     for _ in range(steps):

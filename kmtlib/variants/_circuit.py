@@ -29,7 +29,15 @@ What a variant may change:
 
 The two resets (SAX, SAC) are evaluated in closed form, as the limit model of
 :mod:`kmtlib.constructions` does by default: hard self-attention picks the token's own copies,
-which carry the same value. The layer holds no weights (nothing to train): it is a fixed circuit.
+which carry the same value. The residual stream adds each reset before the cross-attention
+output, ``(h - h) + out = out`` exactly (the theorem's order ``(h + out) - h`` rounds). The layer holds no weights (nothing to train): it is a fixed circuit.
+
+Ties. The hard assignment block gives equal centres bitwise equal scores
+(:func:`~kmtlib._numerics.tie_equal_keys`: a matrix product may round the same dot product
+differently at another position of its tile), and the masked centre scores are computed from
+the differences ``c_j - x_i`` one pair at a time, so equal points score equally in the centre
+update on every CPU. Ties between different keys that are equal only in exact arithmetic are
+decided by the computed scores, as in :func:`kmtlib.attention.hard_attention`.
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int, check_positive_float
-from ..attention import dot_scores, euclidean_scores, get_attention_map
+from .._numerics import tie_equal_keys
+from ..attention import _is_hard, dot_scores, euclidean_scores, get_attention_map
 
 ASSIGN_SCORES: tuple[str, ...] = ("euclidean", "dot")
 CENTRE_SCORES: tuple[str, ...] = ("onehot", "masked_euclidean")
@@ -119,7 +128,12 @@ class CircuitLayer(nn.Module):
             scores = euclidean_scores(X, C, query_norm=False)
         else:
             scores = dot_scores(X, C)
-        return get_attention_map(self.assign_map)(scores, self.assign_gamma, **self.assign_options)
+        fn = get_attention_map(self.assign_map)
+        if _is_hard(fn, self.assign_gamma):
+            # hard attention decides by exact comparison: equal centres (two empty clusters sent
+            # to the same place) get bitwise equal scores, whatever the matrix product rounded
+            scores = tie_equal_keys(scores, C, dim=2)
+        return fn(scores, self.assign_gamma, **self.assign_options)
 
     def centre_weights(self, centre_tokens: torch.Tensor, point_tokens: torch.Tensor) -> torch.Tensor:
         """CAC's attention matrix (B, k, n): each centre's weights over the (updated) points."""
@@ -140,14 +154,18 @@ class CircuitLayer(nn.Module):
         if self.normalise_data:
             point_tokens = normalise_data(point_tokens, d)
             centre_tokens = normalise_data(centre_tokens, d)
-        # CAX + SAX, residual: y <- y + w - y (the SAX reset returns each token's own value)
+        # CAX + SAX, residual: y <- (y - y) + w (the SAX reset returns each token's own value;
+        # added first, so that the stream holds w itself: the order y + w - y would round)
         w = self.assignment_weights(point_tokens, centre_tokens)
         y_old = point_tokens[..., d:]
-        points = torch.cat([point_tokens[..., :d], y_old + w - y_old], dim=-1)
-        # CAC over the updated points + SAC, residual: c <- c + means - c
+        points = torch.cat([point_tokens[..., :d], (y_old - y_old) + w], dim=-1)
+        # CAC over the updated points + SAC, residual: c <- (c - c) + means (the reset first:
+        # the new centre is the attention output itself, as the references compute it; the
+        # order c + means - c would round it by up to an ulp of c, so that a centre halfway
+        # between two points would no longer be exactly equidistant from them)
         v = self.centre_weights(centre_tokens, points)
         c_old = centre_tokens[..., :d]
-        centres = torch.cat([c_old + torch.bmm(v, points[..., :d]) - c_old, centre_tokens[..., d:]], dim=-1)
+        centres = torch.cat([(c_old - c_old) + torch.bmm(v, points[..., :d]), centre_tokens[..., d:]], dim=-1)
         if self.normalise_data:
             centres = normalise_data(centres, d)
         return points, centres

@@ -104,14 +104,19 @@ def medoid_scores(X: torch.Tensor, member: torch.Tensor) -> torch.Tensor:
 
 def exact_costs(X: torch.Tensor, member: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
     """``cost_j(i) = sum_l member_jl ||x_i - x_l||^2`` (B, k, r) for the candidate indices
-    (B, k, r), each squared distance accumulated coordinate by coordinate from the differences."""
+    (B, k, r), each squared distance accumulated coordinate by coordinate from the differences.
+
+    Every operation is one correctly rounded step on whole tensors (a product, then a sum; no
+    fused multiply-add, whose rounding could differ between the vectorised body and the tail of
+    a kernel), so a squared distance does not depend on where its pair sits, and a cost is
+    bitwise the one :func:`kmtlib.reference.kmedoids.medoid_costs` computes."""
     B, n, d = X.shape
     k, r = candidates.shape[1:]
     cand = torch.gather(X, 1, candidates.reshape(B, k * r, 1).expand(B, k * r, d)).view(B, k, r, d)
     sq = X.new_zeros(B, k, r, n)
     for c in range(d):  # (a loop over coordinates, not points)
         diff = cand[..., c].unsqueeze(-1) - X[..., c].view(B, 1, 1, n)
-        sq.addcmul_(diff, diff)
+        sq += diff * diff
     return (sq * member.to(X.dtype).unsqueeze(2)).sum(-1)
 
 
