@@ -1,7 +1,14 @@
 """The soft, spherical and trimmed circuit variants against their references and the peers.
 
 Exact constructions are tested in float64 on random inputs at 1e-12 (soft at gamma 1e4 and 1e8 on
-data of scale 1e3: 1e-9 relative, since a rounding error in a score is multiplied by gamma); the
+data of scale 1e3: 1e-9 relative, since a rounding error in a score is multiplied by gamma). The
+circuit and its reference compute the same decisions (nearest centre, the members a centre keeps)
+with different roundings (a matrix product in another layout, the mean as a weighted sum or as a
+sum divided by the count), so the agreement of their runs is claimed only with a margin: every
+test that compares a run's hard decisions checks first that the reference's run has every
+decision at least MARGIN away from a tie (:func:`_decision_margins`), far above any rounding
+error (about 1e-16 here) and so on every CPU. Exact ties that both codes compute bitwise (equal
+centres, a centre halfway between two points) are decided by index in both. The
 peers (faiss spherical k-means in float32, trimkmeans for global trimming) are dependencies of the
 ``variants`` extra, imported directly: a missing peer fails the tests instead of skipping them.
 """
@@ -23,6 +30,70 @@ from kmtlib.reference import soft_kmeans, spherical_kmeans, trimmed_kmeans
 from kmtlib.reference.trimmed import trimmed_keep, trimmed_objective
 
 F64 = torch.float64
+MARGIN = 1e-9
+"""Smallest gap (squared-distance or cosine units, data of scale 1) between a decision of a
+reference run and a tie, for the tests that compare hard decisions of two codes."""
+
+
+def _exact_sq(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    diff = X.unsqueeze(2) - C.unsqueeze(1)
+    return (diff * diff).sum(-1)  # (B, n, k), from the differences
+
+
+def _gap(values: torch.Tensor, at: torch.Tensor, exact_ties: bool = False) -> torch.Tensor:
+    """values sorted ascending (..., m), ``at`` (...,) long: values[at] - values[at - 1] (inf where
+    at is 0 or m, and with ``exact_ties`` where the two are bitwise equal)."""
+    m = values.shape[-1]
+    hi = values.gather(-1, at.clamp(0, m - 1).unsqueeze(-1)).squeeze(-1)
+    lo = values.gather(-1, (at - 1).clamp(0, m - 1).unsqueeze(-1)).squeeze(-1)
+    skip = (at <= 0) | (at >= m) | (exact_ties & (hi == lo))
+    return torch.where(skip, torch.full_like(hi, math.inf), hi - lo)
+
+
+def _decision_margins(X: torch.Tensor, centers: torch.Tensor, rule: str | None = None, *, q: float = 0.95,
+                      lam: float = 1.0, alpha: float = 0.1, cosine: bool = False) -> torch.Tensor:
+    """Per task (B,): the smallest distance to a tie of any decision of the run ``centers``
+    (B, T+1, k, d) at steps 0..T-1 and of the final labels: the nearest centre (second smallest
+    minus smallest distance; largest minus second largest cosine), and under ``rule`` the members
+    a centre keeps (``"topk"``: the gap at the cut of every cluster's sorted distances, where an
+    exact tie is no decision of the rounding: both codes rank equal distances by index, and such
+    a tie comes from a centre halfway between two points, which both compute with one rounding
+    of ``(a + b) / 2``, bitwise alike; ``"normmax"``: second smallest minus smallest value ``(D_s + lam) / s``; ``"global"``: the gap
+    at the cut of all points' distances). A tie (or an exact tie) gives 0."""
+    B, T1, k, _ = centers.shape
+    out = torch.full((B,), math.inf, dtype=X.dtype)
+    for t in range(T1):
+        C = centers[:, t]
+        if cosine:
+            score = -(X.unsqueeze(2) * C.unsqueeze(1)).sum(-1)  # (B, n, k): minus the cosine
+        else:
+            score = _exact_sq(X, C)
+        if k > 1:
+            two = score.topk(2, dim=-1, largest=False).values
+            out = torch.minimum(out, (two[..., 1] - two[..., 0]).amin(-1))
+        if rule is None or t == T1 - 1:
+            continue
+        labels = score.argmin(-1)
+        dist = _exact_sq(X, C).gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (B, n)
+        if rule == "global":
+            ordered = dist.sort(-1).values
+            drop = math.floor(alpha * X.shape[1])
+            out = torch.minimum(out, _gap(ordered, torch.full((B,), X.shape[1] - drop)))
+            continue
+        member = labels.unsqueeze(1) == torch.arange(k).view(1, k, 1)  # (B, k, n)
+        ordered = torch.where(member, dist.unsqueeze(1), math.inf).sort(-1).values  # members first
+        m = member.sum(-1)
+        if rule == "topk":
+            count = torch.ceil((m - 1).clamp_min(0).to(X.dtype) * q).long().clamp_min(1)
+            out = torch.minimum(out, _gap(ordered, torch.where(m > 0, count, 0), exact_ties=True).amin(-1))
+        else:  # normmax: value(s) over s = 1..m
+            sizes = torch.arange(1, X.shape[1] + 1, dtype=X.dtype)
+            value = (torch.where(torch.isfinite(ordered), ordered, 0.0).cumsum(-1) + lam) / sizes
+            value = torch.where(sizes <= m.unsqueeze(-1), value, math.inf)
+            two = value.topk(2, dim=-1, largest=False).values
+            gap = torch.where(m > 1, two[..., 1] - two[..., 0], math.inf)
+            out = torch.minimum(out, gap.amin(-1))
+    return out
 
 
 def _tasks(seed: int, B: int = 16, n: int = 80, d: int = 3, k: int = 4, scale: float = 1.0):
@@ -54,6 +125,10 @@ def test_soft_large_gamma_is_stable_and_hard():
         out = KMeansTransformer.from_variant("soft", 3, 4, gamma=gamma).to(F64)(X, C0, steps=6)
         assert torch.isfinite(out.centers).all() and torch.isfinite(out.assignments).all()
         ref = soft_kmeans(X, C0, 6, gamma=gamma)
+        # The two codes' scores differ by rounding (about 1e-16 of 1e6 here), times gamma in the
+        # exponent; that matters only for a point whose runner-up centre keeps some weight. Here
+        # every point's runner-up is at least 40 / gamma farther (weight below e^-40 in both).
+        assert (_decision_margins(X, ref.centers) * gamma >= 40).all()
         assert (out.centers - ref.centers).abs().max() <= 1e-9 * 1e3
     hard = lloyd(X, C0, 6, empty="mean")
     out = KMeansTransformer.from_variant("soft", 3, 4, gamma=1e8).to(F64)(X, C0, steps=6)
@@ -63,7 +138,9 @@ def test_soft_large_gamma_is_stable_and_hard():
 def test_soft_infinite_gamma_is_lloyd():
     X, C0 = _tasks(3)
     out = KMeansTransformer.from_variant("soft", 3, 4, gamma=math.inf).to(F64)(X, C0, steps=6)
-    assert (out.centers - lloyd(X, C0, 6, empty="mean").centers).abs().max() <= 1e-12
+    ref = lloyd(X, C0, 6, empty="mean")
+    assert (_decision_margins(X, ref.centers) >= MARGIN).all()
+    assert (out.centers - ref.centers).abs().max() <= 1e-12
 
 
 # ------------------------------------------------------------------------------------- spherical
@@ -74,12 +151,16 @@ def test_spherical_equals_reference_and_normalises():
     model = KMeansTransformer.from_variant("spherical", 5, 4)
     out = model(U, CU, steps=10)
     ref = spherical_kmeans(U, CU, 10)
+    assert (_decision_margins(U, ref.centers, cosine=True) >= MARGIN).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-12
     assert torch.allclose(out.final_centers.norm(dim=-1), torch.ones(16, 4, dtype=F64), atol=1e-14)
     # the circuit normalises the data part of its tokens itself
     stretch = 0.5 + torch.rand(16, 80, 1, dtype=F64, generator=torch.Generator().manual_seed(0))
     scaled = model(U * stretch, CU * 3.0, steps=10)
     assert (scaled.centers[:, 1:] - ref.centers[:, 1:]).abs().max() <= 1e-12
+
+
+FAISS_MARGIN = 1e-5
 
 
 def test_spherical_against_faiss():
@@ -91,11 +172,16 @@ def test_spherical_against_faiss():
     C0 = U[:, :k].clone()
     out = KMeansTransformer.from_variant("spherical", d, k)(U, C0, steps=T)
     ref = spherical_kmeans(U, C0, T)
+    margins = _decision_margins(U, ref.centers, cosine=True)
+    assert (margins >= MARGIN).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-12
     compared = 0
     for b in range(B):
         if ref.n_empty[b].sum() > 0:  # faiss splits empty clusters; the circuit does not
             continue
+        # faiss computes in float32 (cosines rounded at about 1e-7): it makes the same
+        # assignments where none is nearer a tie than FAISS_MARGIN
+        assert margins[b] >= FAISS_MARGIN, (b, float(margins[b]))
         km = faiss.Kmeans(d, k, niter=T, spherical=True, min_points_per_centroid=1, max_points_per_centroid=10**9)
         km.train(U[b].numpy().astype("float32"), init_centroids=C0[b].numpy().astype("float32"))
         assert np.abs(km.centroids - out.final_centers[b].numpy()).max() <= 1e-5
@@ -109,6 +195,7 @@ def test_trimmed_topk_circuit_equals_its_rule(q):
     X, C0 = _tasks(6, B=24, n=61, d=2, k=5)
     out = KMeansTransformer.from_variant("trimmed", 2, 5, q=q)(X, C0, steps=8)
     ref = trimmed_kmeans(X, C0, 8, rule="topk", q=q)
+    assert (_decision_margins(X, ref.centers, "topk", q=q) >= MARGIN).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-12
 
 
@@ -117,12 +204,17 @@ def test_topk_rule_is_the_quantile_rule_without_ties():
     # quantile form keep the same members
     X, C0 = _tasks(14, B=32, n=200, d=3, k=4)
     for q in (0.5, 0.9, 0.95):
+        # (the quantile threshold is interpolated between the two distances at the cut: with
+        # them MARGIN apart, its rounding cannot put it on either)
+        assert (_decision_margins(X, C0.unsqueeze(1).expand(-1, 2, -1, -1), "topk", q=q) >= MARGIN).all()
         _, by_count = trimmed_keep(X, C0, "topk", q=q)
         _, by_quantile = trimmed_keep(X, C0, "quantile", q=q)
         assert torch.equal(by_count, by_quantile), q
     # many steps at the authors' q = 0.95 on clusters of tens of points: still the same runs
     out = KMeansTransformer.from_variant("trimmed", 3, 4, q=0.95)(X, C0, steps=10)
-    assert (out.centers - trimmed_kmeans(X, C0, 10, rule="quantile", q=0.95).centers).abs().max() <= 1e-12
+    ref = trimmed_kmeans(X, C0, 10, rule="quantile", q=0.95)
+    assert (_decision_margins(X, ref.centers, "topk", q=0.95) >= MARGIN).all()
+    assert (out.centers - ref.centers).abs().max() <= 1e-12
 
 
 def test_topk_and_quantile_rules_part_on_a_tie():
@@ -146,6 +238,9 @@ def test_quantile_rule_matches_torch_quantile_cluster_by_cluster():
             members = labels[b] == j
             if members.sum() > 1:
                 threshold = torch.quantile(dist[members], 0.9)
+                # (two computations of the interpolated threshold: equal decisions where no
+                # member distance is within rounding of it)
+                assert ((dist[members] - threshold).abs() > 1e-12 * threshold).all()
                 assert torch.equal(kept[b][members], dist[members] < threshold)
             elif members.sum() == 1:
                 assert kept[b][members].all()  # the fallback: a one-point cluster keeps its point
@@ -156,6 +251,9 @@ def test_trimmed_normmax_equals_its_rule():
     for tau, gamma in ((0.5, 10.0), (2.0, 10.0), (1.0, 100.0)):
         out = KMeansTransformer.from_variant("trimmed", 2, 4, attention="normmax", tau=tau, gamma=gamma)(X, C0, steps=8)
         ref = trimmed_kmeans(X, C0, 8, rule="normmax", lam=tau / gamma)
+        # (the circuit scores gamma-scaled shifted sums, the reference (D_s + lam) / s: the same
+        # choice of s where the best two values are MARGIN apart)
+        assert (_decision_margins(X, ref.centers, "normmax", lam=tau / gamma) >= MARGIN).all(), (tau, gamma)
         assert (out.centers - ref.centers).abs().max() <= 1e-12, (tau, gamma)
 
 
@@ -177,6 +275,7 @@ def test_global_trimming_reference_against_trimkmeans():
         X[:, :5] += 4 * torch.rand(1, 5, 2, generator=g, dtype=F64) + 1  # a few outliers
         C0 = X[:, 5:8].clone()
         ref = trimmed_kmeans(X, C0, 60, rule="global", alpha=0.1, empty="keep")
+        assert (_decision_margins(X, ref.centers, "global", alpha=0.1) >= MARGIN).all()
         peer = TrimKMeans(n_clusters=3, trim=0.1, n_init=1, max_iter=60, init=C0[0].numpy().copy())
         peer.fit(X[0].numpy())
         # trimkmeans stops at a fixed point; our run repeats it
@@ -288,3 +387,58 @@ def test_variant_models_save_and_load(tmp_path, name, options):
     again = kmtlib.load_model(path).to(F64)
     assert again.config == model.config
     assert torch.equal(again(X, C0, steps=3).centers, model(X, C0, steps=3).centers)
+
+
+# ------------------------------------------------------------------------------------- ties
+def _last_bit_by_position(scores: torch.Tensor) -> torch.Tensor:
+    """Scores with every odd key's score moved up by one ulp: what a matrix product may do to
+    equal keys at different positions of its tile on another CPU."""
+    odd = (torch.arange(scores.shape[-1]) % 2 == 1).expand_as(scores)
+    return torch.where(odd, torch.nextafter(scores, torch.tensor(math.inf, dtype=scores.dtype)), scores)
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("soft", {"gamma": math.inf}), ("spherical", {}), ("trimmed", {"q": 0.5}), ("robust", {}), ("kmedoids", {})],
+)
+def test_circuit_assignment_ties_equal_centres_whatever_the_product_rounds(monkeypatch, name, options):
+    """Equal centres (e.g. two empty clusters sent to the same point) get bitwise equal scores in
+    the hard assignment, wherever they sit, even where the score product rounds by position."""
+    import kmtlib.attention as attention
+    import kmtlib.variants._circuit as circuit
+
+    pytest.importorskip("entmax")
+    for module in (circuit, attention):
+        for score in ("euclidean_scores", "dot_scores"):
+            if hasattr(module, score):
+                original = getattr(module, score)
+                monkeypatch.setattr(module, score, lambda *a, _f=original, **kw: _last_bit_by_position(_f(*a, **kw)))
+    g = torch.Generator().manual_seed(31)
+    X = _unit(torch.randn(2, 40, 3, generator=g, dtype=F64))
+    C = _unit(torch.randn(2, 6, 3, generator=g, dtype=F64))
+    C[:, 3] = C[:, 0]  # copies at an even and an odd position
+    C[:, 5] = C[:, 0]
+    model = KMeansTransformer.from_variant(name, 3, 6, **options).to(F64)
+    if name == "soft":
+        W = model.layer.attention_maps(*model.embedding.embed(X, C))["CAX"]
+    else:
+        W = model.layer.assignment_weights(*model.embedding.embed(X, C))
+    picks = W[..., 0] > 0
+    assert picks.any(), "some points must pick the duplicated centre"
+    assert torch.equal(W[..., 3], W[..., 0]) and torch.equal(W[..., 5], W[..., 0])
+    assert (W[..., 0][picks] == 1 / 3).all()
+
+
+def test_spherical_reference_gives_equal_centres_equal_cosines(monkeypatch):
+    """The reference's first-maximum rule sends every point of a duplicated centre to its first
+    copy, even where the cosine product rounds by position."""
+    g = torch.Generator().manual_seed(32)
+    X = _unit(torch.randn(1, 50, 3, generator=g, dtype=F64))
+    C = _unit(torch.randn(1, 4, 3, generator=g, dtype=F64))
+    C[:, 1] = C[:, 0]
+    clean = spherical_kmeans(X, C, 1)
+    bmm = torch.bmm
+    monkeypatch.setattr(torch, "bmm", lambda a, b: _last_bit_by_position(bmm(a, b)))
+    shaken = spherical_kmeans(X, C, 1)
+    assert clean.n_empty[0, 0] >= 1 and torch.equal(clean.n_empty, shaken.n_empty)
+    assert torch.allclose(clean.centers, shaken.centers, rtol=0, atol=1e-15)
