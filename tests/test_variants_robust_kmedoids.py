@@ -8,6 +8,12 @@
 * ``kmedoids``: the model against :func:`randomised_kmedoids` draw for draw (bitwise), centres that
   are data points bitwise after every step, ``tau = 0`` against ``kmedoids.alternating``, the
   objective against ``kmedoids.pam``, and the Gibbs law of one step by a chi-square test.
+
+Bitwise claims between the model and a reference rest on the same arithmetic (the k-medoids
+costs, the tie-breaks) or on a stated margin: the model's assignment and its Gumbel scores come
+from matrix products in another layout than the reference's, so the tests first check that the
+reference's decisions are at least MARGIN away from a tie (:func:`_medoid_margins`), far above
+any CPU's rounding.
 """
 
 from __future__ import annotations
@@ -36,6 +42,43 @@ entmax = pytest.importorskip("entmax")  # (extra "variants": installed in CI, so
 kmedoids = pytest.importorskip("kmedoids")
 
 F64 = torch.float64
+MARGIN = 1e-9
+
+
+def _medoid_margins(X, C0, steps, tau, seed, best_two=False):
+    """Per task (B,): how far the decisions of ``randomised_kmedoids(X, C0, steps, tau, seed)`` are
+    from a tie, replayed step by step with the same draws: the assignment (second smallest minus
+    smallest distance), and the selection -- at tau > 0 the best minus the second best value
+    ``-cost / tau + g`` of each cluster (the model ranks rounded, shifted scores), at tau = 0 the
+    gap between the least cost and the cost of rank EXACT_CANDIDATES + 1 (the model re-scores
+    exactly only its best few candidates by rounded scores; exact ties are the reference's own,
+    bitwise the model's). ``best_two``: at tau = 0 the gap between the two least costs instead
+    (for codes that sum the costs in another order), bitwise-equal costs excepted (a two-point
+    cluster's tie, one term in every order, decided by the tie-break rule)."""
+    from kmtlib.attention import standard_gumbel
+    from kmtlib.variants.kmedoids import EXACT_CANDIDATES
+
+    ref = randomised_kmedoids(X, C0, steps, tau=tau, generator=seed)
+    g = torch.Generator().manual_seed(seed)
+    B, n, _ = X.shape
+    k = C0.shape[1]
+    out = min_assignment_margin(X, ref.centers)
+    for t in range(steps):
+        labels = kmtlib.nearest_center(X, ref.centers[:, t])
+        cost, member = medoid_costs(X, labels, k)
+        if tau > 0:
+            value = (-cost / tau + standard_gumbel((B, k, n), dtype=X.dtype, device=X.device, generator=g))
+            two = value.masked_fill(~member, -math.inf).topk(2, dim=-1).values
+            gap = torch.where(member.sum(-1) > 1, two[..., 0] - two[..., 1], math.inf)
+        elif best_two:
+            two = cost.masked_fill(~member, math.inf).topk(2, dim=-1, largest=False).values
+            gap = torch.where((member.sum(-1) > 1) & (two[..., 1] != two[..., 0]), two[..., 1] - two[..., 0], math.inf)
+        else:
+            r = min(EXACT_CANDIDATES + 1, n)
+            ordered = cost.masked_fill(~member, math.inf).topk(r, dim=-1, largest=False).values
+            gap = torch.where(member.sum(-1) >= r, ordered[..., -1] - ordered[..., 0], math.inf)
+        out = torch.minimum(out, gap.amin(-1))
+    return out, ref
 
 
 def _tasks(seed: int, B: int = 12, n: int = 90, d: int = 2, k: int = 4, family: str = "normal"):
@@ -153,6 +196,7 @@ def test_robust_small_beta_is_lloyd_and_empty_cluster_goes_to_mean():
     C0[:, 0] = 50.0  # far away: cluster 0 is empty at the first step
     out = KMeansTransformer.from_variant("robust", 2, 4, inv_temperature=1e-13).to(F64)(X, C0, steps=5)
     ref = lloyd(X, C0, 5, empty="mean")
+    assert (min_assignment_margin(X, ref.centers) >= MARGIN).all()  # (two codes' assignments)
     assert (ref.n_empty[:, 0] >= 1).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-11
     assert torch.allclose(out.centers[:, 1, 0], X.mean(dim=1), atol=1e-15)
@@ -162,11 +206,15 @@ def test_robust_large_beta_freezes_centres_on_data_points():
     X, C0 = _tasks(13)
     C = C0 + 0.01  # not data points
     out = KMeansTransformer.from_variant("robust", 2, 4, inv_temperature=1e9).to(F64)(X, C, steps=3)
+    assert (min_assignment_margin(X, out.centers) >= MARGIN).all()  # (two codes' assignments)
     labels = kmtlib.nearest_center(X, C)
     for b in range(X.shape[0]):
         for j in range(4):
             members = X[b, labels[b] == j]
-            nearest = members[((members - C[b, j]) ** 2).sum(-1).argmin()]
+            sq = ((members - C[b, j]) ** 2).sum(-1)
+            if len(sq) > 1:  # the support is the nearest member alone: the next is 1e3 / beta farther
+                assert sq.sort().values[1] - sq.min() >= 1e-6
+            nearest = members[sq.argmin()]
             assert torch.allclose(out.centers[b, 1, j], nearest, atol=1e-15)
     assert (out.centers[:, 3] - out.centers[:, 1]).abs().max() <= 1e-15  # frozen
 
@@ -188,6 +236,9 @@ def test_robust_far_points_have_no_pull():
     Xf = torch.where(moved.unsqueeze(-1), pushed, X)
     assert torch.equal(kmtlib.nearest_center(Xf, C0), labels)
     model = KMeansTransformer.from_variant("robust", 2, 4, inv_temperature=beta).to(F64)
+    # (the model assigns by products, nearest_center in another layout: the same labels here)
+    assert (min_assignment_margin(X, C0.unsqueeze(1)) >= MARGIN).all()
+    assert (min_assignment_margin(Xf, C0.unsqueeze(1)) >= MARGIN).all()
     a, b = model(X, C0, steps=1).centers[:, 1], model(Xf, C0, steps=1).centers[:, 1]
     assert (a - b).abs().max() <= 1e-14
     la, lb = lloyd(X, C0, 1).centers[:, 1], lloyd(Xf, C0, 1).centers[:, 1]
@@ -224,7 +275,8 @@ def test_kmedoids_equals_reference_draw_for_draw(tau):
     X, C0 = _tasks(21, n=70)
     model = KMeansTransformer.from_variant("kmedoids", 2, 4, tau=tau, seed=5).to(F64)
     out = model(X, C0, steps=7)
-    ref = randomised_kmedoids(X, C0, 7, tau=tau, generator=5)
+    margins, ref = _medoid_margins(X, C0, 7, tau, 5)
+    assert (margins >= MARGIN).all(), margins.min()
     assert torch.equal(out.centers, ref.centers)
     assert torch.equal(out.objective, ref.objective)
     if tau > 0:  # the layer's generator continues: a second call draws new noise
@@ -252,6 +304,10 @@ def test_kmedoids_empty_cluster_takes_the_medoid_of_all_points():
     out = KMeansTransformer.from_variant("kmedoids", 2, 4).to(F64)(X, C0, steps=1)
     D = pairwise_sq_distances(X)
     overall = D.sum(-1).argmin(-1)  # the medoid of all points
+    # (the model's exact costs are these sums bitwise; it re-scores the best few candidates of
+    # its rounded scores, so the medoid must be MARGIN ahead of the fifth best point)
+    ordered = D.sum(-1).sort(-1).values
+    assert (ordered[:, 1] > ordered[:, 0]).all() and (ordered[:, 4] - ordered[:, 0] >= MARGIN).all()
     assert torch.equal(medoid_indices(X, out.centers[:, 1])[:, 2], overall)
 
 
@@ -259,6 +315,8 @@ def test_kmedoids_tau0_equals_kmedoids_alternating_and_loss_is_monotone():
     X, C0 = _tasks(24, B=16, n=80, k=5)
     T = 40
     out = KMeansTransformer.from_variant("kmedoids", 2, 5).to(F64)(X, C0, steps=T)
+    # (the package assigns and sums costs from D in its own order, the model by products)
+    assert (_medoid_margins(X, C0, T, 0.0, 0, best_two=True)[0] >= MARGIN).all()
     start = medoid_indices(X, C0).numpy()
     final = medoid_indices(X, out.centers[:, -1]).numpy()
     D = pairwise_sq_distances(X).numpy()
@@ -332,6 +390,7 @@ def test_kmedoids_bad_options_and_generators():
     model.layer.generator = g
     out = model.to(F64)(X, C0, steps=2)
     ref = randomised_kmedoids(X, C0, 2, tau=0.1, generator=torch.Generator().manual_seed(4))
+    assert (_medoid_margins(X, C0, 2, 0.1, 4)[0] >= MARGIN).all()
     assert torch.equal(out.centers, ref.centers)
 
 
@@ -340,3 +399,28 @@ def test_kmedoids_save_and_load(tmp_path):
     again = kmtlib.load_model(model.save(tmp_path / "kmedoids.pt")).to(F64)
     X, C0 = _tasks(28, B=3)
     assert torch.equal(again(X, C0, steps=3).centers, model.to(F64)(X, C0, steps=3).centers)
+
+
+def test_kmedoids_exact_costs_are_the_reference_costs_bitwise():
+    """The model's exact re-scoring and the reference compute every cost with the same operations
+    in the same order: bitwise equal (non-dyadic data, n not a multiple of any vector width), and
+    the distances do not depend on where a pair sits (equal points: equal rows; symmetric)."""
+    from kmtlib.variants.kmedoids import exact_costs
+
+    g = torch.Generator().manual_seed(29)
+    B, n, d, k = 3, 37, 5, 4
+    X = torch.randn(B, n, d, generator=g, dtype=F64)
+    X[:, 30] = X[:, 2]  # a duplicate point
+    labels = torch.randint(0, k, (B, n), generator=g)
+    cost, member = medoid_costs(X, labels, k)
+    every = torch.arange(n).expand(B, k, n)
+    assert torch.equal(exact_costs(X, member, every), cost)
+    D = pairwise_sq_distances(X)
+    assert torch.equal(D, D.transpose(1, 2)) and torch.equal(D[:, 30], D[:, 2])
+    perm = torch.randperm(n, generator=g)
+    assert torch.equal(pairwise_sq_distances(X[:, perm]), D[:, perm][:, :, perm])
+    # a two-point cluster: both points cost the same, bitwise, and the model keeps the current medoid
+    two = torch.zeros(B, n, dtype=torch.long)
+    two[:, 5], two[:, 9] = 1, 1
+    c2, _ = medoid_costs(X, two, 2)
+    assert torch.equal(c2[:, 1, 5], c2[:, 1, 9])
