@@ -14,10 +14,12 @@ executed and only renders it. A chapter already in the cache is not run again; a
 shipped data changed is (:mod:`kmtlib.execution_cache`).
 
 A chapter that times code declares it in its front matter and then runs after the others, alone,
-with the thread counts of the environment::
+with the thread counts of the environment; a chapter that takes much longer than the others asks
+to start first, so that it does not start last when no earlier build has timed the chapters::
 
     kmt:
       run_alone: true
+      start_first: true
 
 Usage (what ``nox -s "book(device='cpu')"`` runs before ``jupyter-book build``)::
 
@@ -56,6 +58,7 @@ class Chapter:
     docname: str  # as Sphinx names it, e.g. "book/05_training"
     path: Path
     run_alone: bool
+    start_first: bool
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,13 @@ def is_notebook(text: str) -> bool:
 
 
 def read_chapter(path: Path, root: Path):
-    """The chapter as myst-nb reads it, and whether it asks to run alone."""
+    """The chapter as myst-nb reads it, with what its front matter asks of the schedule."""
     from myst_nb.core.read import myst_nb_reader_plugin
 
     nb = myst_nb_reader_plugin(str(path))
-    run_alone = bool((nb.metadata.get("kmt") or {}).get("run_alone", False))
+    asks = nb.metadata.get("kmt") or {}
     docname = path.relative_to(root).with_suffix("").as_posix()
-    return Chapter(docname, path, run_alone), nb
+    return Chapter(docname, path, bool(asks.get("run_alone", False)), bool(asks.get("start_first", False))), nb
 
 
 def _execute(path: str, timeout: int, threads: int | None) -> tuple[float, Any, str | None]:
@@ -189,9 +192,11 @@ def execute_chapters(root: Path, cache_path: Path, *, jobs: int | None = None, t
         log("kmt: every chapter is in the execution cache; nothing to run")
         return []
 
-    # Longest first (from the last build), so that no long chapter starts last; new ones first of all.
+    # Longest first (as timed by the last build), so that no long chapter starts last; chapters not
+    # timed yet before all others, those that ask to start first at their head.
     last = _read_times(cache_path)
-    shared = sorted((c for c in pending if not c.run_alone), key=lambda c: -last.get(c.docname, float("inf")))
+    shared = sorted((c for c in pending if not c.run_alone),
+                    key=lambda c: (-last.get(c.docname, float("inf")), not c.start_first))
     alone = [c for c in pending if c.run_alone]
     log(f"kmt: executing {len(pending)} chapters: {len(shared)} at up to {min(jobs, len(shared) or 1)} at a "
         f"time with 1 thread each, then {len(alone)} alone")

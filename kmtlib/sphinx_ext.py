@@ -722,8 +722,11 @@ def _runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
             how = schedule.get(docname) if isinstance(schedule, dict) else None
             if isinstance(how, dict) and isinstance(runtime, (int, float)) and how.get("seconds") == round(runtime, 2):
                 at_once = how.get("chapters_at_once")
-                executed += (f"; {how.get('threads')} thread(s), up to {at_once} chapters at once" if at_once != 1
-                             else f"; alone, threads: {how.get('threads')}")
+                threads = how.get("threads")
+                threads = "1 thread" if threads == "1" else f"{threads} threads" if threads != "default" \
+                    else "torch's default threads"
+                executed += (f"; {threads}, up to {at_once} chapters at a time" if at_once != 1
+                             else f"; alone, {threads}")
         n_figs = len(page["figures"])
         n_pdf = sum(1 for f in page["figures"] if _figure_files(app, docname, f)[1] is not None)
         settings = f"{run['profile']}, {run['device']}, seed {run['seed']}" if run else "not printed by the chapter"

@@ -86,20 +86,21 @@ def test_the_book_reader_and_the_cache_reader_key_every_chapter_alike():
         assert key(None, as_built)[1] == key(None, ahead)[1], path.name
 
 
-def test_chapters_run_at_once_with_one_thread_and_timing_chapters_alone(tmp_path, monkeypatch):
+def test_chapters_run_with_one_thread_in_their_order_and_timing_chapters_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "7")  # the environment's setting: kept for a chapter that runs alone
     root = _tiny_book(tmp_path, {
         "ch_a": ("", "print('a done')"),
-        "ch_b": ("", "print('b done')"),
+        "ch_b": ("kmt:\n  start_first: true\n", "print('b done')"),
         "ch_timed": ("kmt:\n  run_alone: true\n", "print('timed done')"),
     })
     cache = tmp_path / "cache"
     lines: list[str] = []
-    outcomes = ec.execute_chapters(root, cache, jobs=2, log=lines.append)
+    outcomes = ec.execute_chapters(root, cache, jobs=1, log=lines.append)
     by_name = {o.docname: o for o in outcomes}
     assert set(by_name) == {"book/ch_a", "book/ch_b", "book/ch_timed"}
     assert all(o.error is None for o in outcomes)
-    assert outcomes[-1].docname == "book/ch_timed"  # after the others
+    # one at a time: the chapter that asks to start first does, the timing chapter runs last
+    assert [o.docname for o in outcomes] == ["book/ch_b", "book/ch_a", "book/ch_timed"]
     assert "threads: 1" in _outputs(by_name["book/ch_a"].notebook)
     assert "threads: 7" in _outputs(by_name["book/ch_timed"].notebook)
     # a second call finds everything cached and runs nothing
@@ -140,3 +141,18 @@ def test_bad_arguments_are_refused(tmp_path):
         result = subprocess.run([sys.executable, "-m", "kmtlib.execute_chapters", *args],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and message in result.stderr
+
+
+def test_two_chapters_run_side_by_side(tmp_path):
+    """With two jobs, two chapters that each wait for the other's file can only finish together."""
+    wait_for = ("import pathlib, time\n"
+                "pathlib.Path('{mine}').touch()\n"
+                "deadline = time.time() + 60\n"
+                "while not pathlib.Path('{other}').exists() and time.time() < deadline:\n"
+                "    time.sleep(0.1)\n"
+                "assert pathlib.Path('{other}').exists(), 'ran alone'\n")
+    a, b = tmp_path / "a.flag", tmp_path / "b.flag"
+    root = _tiny_book(tmp_path, {"ch_a": ("", wait_for.format(mine=a, other=b)),
+                                 "ch_b": ("", wait_for.format(mine=b, other=a))})
+    outcomes = ec.execute_chapters(root, tmp_path / "cache", jobs=2, log=lambda m: None)
+    assert [o.error for o in outcomes] == [None, None]
