@@ -82,6 +82,11 @@ def test_limit_model_maps_and_measures_give_lloyd():
     maps = layer_maps(model, X, C)
     new, labels, counts = lloyd_step(X, C)
     assert (counts > 0).all()
+    # CAX's hard scores and nearest_center's come from products in two layouts: the same
+    # maximiser wherever no point is within rounding of a tie (margin far above 1e-16 here)
+    D = ((X.unsqueeze(2) - C.unsqueeze(1)) ** 2).sum(-1)
+    two = D.topk(2, dim=-1, largest=False).values
+    assert (two[..., 1] - two[..., 0] >= 1e-9).all()
     onehot = torch.nn.functional.one_hot(labels, K_).double()
     eye_n = torch.eye(X.shape[1], dtype=torch.float64).expand_as(maps.SAX)
     assert torch.equal(maps.CAX, onehot)  # hard assignment to the nearest centre
