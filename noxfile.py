@@ -54,9 +54,9 @@ def book(session: nox.Session, device: str) -> None:
     env = _setup(session, device, "book")
     out = f"_build/{device}"
     # The chapters run first, as many at a time as there are cores and one thread each (see
-    # kmtlib.execute_chapters: two torch threads per chapter stall whenever another process takes a
+    # kmtbook.execute_chapters: two torch threads per chapter stall whenever another process takes a
     # core); the build then finds them in its execution cache and renders them.
-    session.run("python", "-m", "kmtlib.execute_chapters", "--cache", f"{out}/_build/.jupyter_cache", env=env)
+    session.run("python", "-m", "kmtbook.execute_chapters", "--cache", f"{out}/_build/.jupyter_cache", env=env)
     session.run("jupyter-book", "build", ".", "-W", "-n", "--keep-going", "--all", "--path-output", out, env=env)
     index = os.path.join(out, "_build", "html", "index.html")
     if not os.path.isfile(index):

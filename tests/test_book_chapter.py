@@ -1,4 +1,4 @@
-"""kmtlib.book.Chapter: what a chapter records goes into a flat metrics.json."""
+"""kmtbook.chapter.Chapter: what a chapter records goes into a flat metrics.json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from kmtlib.book import Chapter, ParameterError, check_passed_parameters, parse_describe, passed_parameters
+from kmtbook.chapter import Chapter, ParameterError, check_passed_parameters, parse_describe, passed_parameters
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -104,7 +104,7 @@ def test_a_misspelt_parameter_is_named_with_the_closest_one():
 
 
 def test_a_chapter_in_a_kernel_refuses_an_injected_unknown_parameter(tmp_path, monkeypatch):
-    import kmtlib.book as book
+    import kmtbook.chapter as book
 
     monkeypatch.setattr(book, "_kernel_history", lambda: ["", "n: int = 0  # size", "# Parameters\nnn = 5\n", ""])
     with pytest.raises(ParameterError, match="parameter nn is not a parameter of this chapter. Did you mean n?"):

@@ -27,7 +27,7 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer, ModelFileError, load_model
-from kmtlib.shipped import shipped_runs
+from kmtbook.shipped import shipped_runs
 from kmtlib.train import RunFolderError, load_checkpoint_model, main, read_log, train
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)

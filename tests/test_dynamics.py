@@ -1,4 +1,4 @@
-"""kmtlib.dynamics and scripts/ship_dynamics.py on synthetic training logs."""
+"""kmtbook.dynamics and scripts/ship_dynamics.py on synthetic training logs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from kmtlib.dynamics import (
+from kmtbook.dynamics import (
     most_common_steps,
     read_logs,
     run_table,

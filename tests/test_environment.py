@@ -73,7 +73,7 @@ def test_jupyter_book_is_pinned_to_1x():
 # in passes every test run in a richer environment and fails on a newcomer's machine, so the
 # imports of each session's code are checked against the requirements its extra reaches.
 
-LOCAL_MODULES = {"kmtlib", "benchmarks", "tests", "conftest", "noxfile", "_helpers", "_book_site", "chapter_cases"}
+LOCAL_MODULES = {"kmtlib", "kmtbook", "benchmarks", "tests", "conftest", "noxfile", "_helpers", "_book_site", "chapter_cases"}
 
 
 def _imported_modules(source: str) -> set[str]:
@@ -101,6 +101,8 @@ def _session_imports(session: str) -> dict[str, set[str]]:
     import sys
 
     files = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "kmtlib").rglob("*.py"))}
+    if session in ("book", "test"):
+        files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "kmtbook").rglob("*.py"))}
     files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "benchmarks").rglob("*.py"))}
     if session in ("book", "test"):
         files |= {p: _chapter_code(p) for p in sorted((ROOT / "book").glob("*.md"))
@@ -173,3 +175,17 @@ def test_the_extra_check_sees_a_missing_requirement():
     assert "papermill" in _session_imports("book")
     reachable = _reachable_distributions("kmtlib[nb]")
     assert "papermill" not in reachable and "torch" in reachable and "entmax" in reachable
+
+
+def test_the_library_never_imports_the_book_tooling():
+    """kmtlib is the library: it imports nothing of kmtbook (the book's tooling) and names none of
+    the repository's folders or the book's files."""
+    offenders = []
+    for path in sorted((ROOT / "kmtlib").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if "kmtbook" in _imported_modules(source):
+            offenders.append(f"{path.relative_to(ROOT)} imports kmtbook")
+        for name in ("_config.yml", "_toc.yml", "data/weights", "find_repo_root"):
+            if name in source:
+                offenders.append(f"{path.relative_to(ROOT)} names {name}")
+    assert not offenders, offenders

@@ -1,4 +1,4 @@
-"""kmtlib.execute_chapters: chapters executed ahead of the book build land where the build finds them."""
+"""kmtbook.execute_chapters: chapters executed ahead of the book build land where the build finds them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kmtlib import execute_chapters as ec
+from kmtbook import execute_chapters as ec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_chapters_run_with_one_thread_in_their_order_and_timing_chapters_alone(t
 def test_a_failing_chapter_fails_the_command_and_is_not_cached(tmp_path):
     root = _tiny_book(tmp_path, {"ch_ok": ("", "print('ok')"), "ch_bad": ("", "raise RuntimeError('planted failure')")})
     cache = tmp_path / "cache"
-    result = subprocess.run([sys.executable, "-m", "kmtlib.execute_chapters", "--root", str(root), "--cache", str(cache)],
+    result = subprocess.run([sys.executable, "-m", "kmtbook.execute_chapters", "--root", str(root), "--cache", str(cache)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     assert "error: book/ch_bad failed" in result.stderr and "planted failure" in result.stderr
@@ -138,7 +138,7 @@ def test_the_build_renders_the_chapters_executed_ahead_without_running_them(tmp_
 def test_bad_arguments_are_refused(tmp_path):
     for args, message in [(["--root", str(tmp_path), "--cache", str(tmp_path / "c")], "no _toc.yml"),
                           (["--root", str(ROOT), "--cache", str(tmp_path / "c"), "--jobs", "0"], "--jobs")]:
-        result = subprocess.run([sys.executable, "-m", "kmtlib.execute_chapters", *args],
+        result = subprocess.run([sys.executable, "-m", "kmtbook.execute_chapters", *args],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and message in result.stderr
 

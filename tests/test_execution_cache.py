@@ -1,4 +1,4 @@
-"""kmtlib.execution_cache: a chapter runs again when the shipped data it names changes."""
+"""kmtbook.execution_cache: a chapter runs again when the shipped data it names changes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kmtlib.execution_cache import (
+from kmtbook.execution_cache import (
     data_fingerprint,
     data_references,
     drop_cached_executions,

@@ -24,7 +24,7 @@ from kmtlib.inspect_layer import (
     paper_theorem_model,
     qk_structure,
 )
-from kmtlib.shipped import shipped_runs
+from kmtbook.shipped import shipped_runs
 
 D_, K_ = 5, 4
 

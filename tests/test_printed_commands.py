@@ -3,7 +3,7 @@
 The commands are read from the sources, not copied here: the fenced ``bash`` blocks and the inline
 code that starts with a command (``papermill ...``, ``python -m kmtlib.train ...``, ``scripts/...``)
 of README.md, book/*.md, data/README.md and data/*/README.md, and the rerun box that
-kmtlib.sphinx_ext generates for every chapter. Each one runs from the repository root with only
+kmtbook.sphinx_ext generates for every chapter. Each one runs from the repository root with only
 these changes, so that it stays short and writes nothing into the clone:
 
 * a chapter runs in the ``quick`` profile on the test device, into a temporary ``output_dir`` and
@@ -32,8 +32,8 @@ import jupytext
 import papermill as pm
 import pytest
 
-from kmtlib.book import check_passed_parameters
-from kmtlib.sphinx_ext import downloaded_notebook_command, rerun_command, rerun_values
+from kmtbook.chapter import check_passed_parameters
+from kmtbook.sphinx_ext import downloaded_notebook_command, rerun_command, rerun_values
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md")), ROOT / "data" / "README.md",

@@ -1,4 +1,4 @@
-"""kmtlib.shipped: finding the trained runs the chapters evaluate."""
+"""kmtbook.shipped: finding the trained runs the chapters evaluate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kmtlib import KMeansTransformer
-from kmtlib.shipped import require_runs, shipped_runs
+from kmtbook.shipped import require_runs, shipped_runs
 from kmtlib.train import LOG_COLUMNS, PAPER_SEEDS
 
 

@@ -1,4 +1,4 @@
-"""The ``{metric}`` role of kmtlib.sphinx_ext: a page states a chapter's number from the metrics.json
+"""The ``{metric}`` role of kmtbook.sphinx_ext: a page states a chapter's number from the metrics.json
 of the run that page shows, and a number that is not there fails a ``-W`` build by name."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kmtlib.sphinx_ext import format_metric
+from kmtbook.sphinx_ext import format_metric
 
 RUN = "20260101T000000Z-1-000001"
 
@@ -20,7 +20,7 @@ def _project(tmp_path: Path, index: str, metrics: dict | None, run: str = RUN) -
     src, results = tmp_path / "src", tmp_path / "results"
     src.mkdir()
     results.mkdir()
-    (src / "conf.py").write_text('extensions = ["myst_parser", "kmtlib.sphinx_ext"]\nkmt_offline_mathjax = False\n'
+    (src / "conf.py").write_text('extensions = ["myst_parser", "kmtbook.sphinx_ext"]\nkmt_offline_mathjax = False\n'
                                  'root_doc = "index"\n')
     (src / "01_demo.md").write_text(
         "# Demo chapter\n\n```text\nprofile=quick, device=cpu, seed=0; n=4; "

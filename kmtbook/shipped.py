@@ -6,7 +6,7 @@ Each run folder holds ``model.pt`` (the last weights, what the paper evaluates; 
 trains them and ``scripts/ship_weights.py`` copies them here. The chapters use whatever runs are
 present and say how many seeds they used::
 
-    from kmtlib.shipped import require_runs
+    from kmtbook.shipped import require_runs
     runs = require_runs("onehot")            # FileNotFoundError with instructions if none
     models = [run.load() for run in runs]
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .book import find_repo_root
+from .chapter import find_repo_root
 
 TRAIN_COMMAND = "scripts/train_shipped.sh"
 SHIP_COMMAND = "python scripts/ship_weights.py"
@@ -60,13 +60,13 @@ class ShippedRun:
 
     def load(self, device: str | torch.device = "cpu"):
         """The trained :class:`~kmtlib.KMeansTransformer` (in eval mode) on ``device``."""
-        from .transformer import load_model
+        from kmtlib.transformer import load_model
 
         return load_model(self.model_path, map_location=device).eval()
 
     def log(self) -> list[dict[str, float | None]]:
         """The rows of ``log.csv`` (see :func:`kmtlib.train.read_log`)."""
-        from .train import read_log
+        from kmtlib.train import read_log
 
         return read_log(self.log_path)
 
@@ -74,7 +74,7 @@ class ShippedRun:
 def _read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked: a damaged one is an error naming it (a run skipped without a
     word would leave a chapter averaging fewer seeds than it says)."""
-    from .train import RunFolderError
+    from kmtlib.train import RunFolderError
 
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
@@ -89,7 +89,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def _seed_order(seed: int) -> tuple[int, int]:
-    from .train import PAPER_SEEDS
+    from kmtlib.train import PAPER_SEEDS
 
     return (PAPER_SEEDS.index(seed), seed) if seed in PAPER_SEEDS else (len(PAPER_SEEDS), seed)
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from . import __version__
-from .device import resolve_device
+from kmtlib import __version__
+from kmtlib.device import resolve_device
 
 PROFILES: tuple[str, ...] = ("quick", "book", "paper")
 """``quick``: a smoke run for the tests (under a minute on 2 CPU cores); ``book``: the default build

@@ -6,7 +6,7 @@ relative validation objective against one Lloyd step, as the median and inter-qu
 training seeds. This module turns a folder of runs made by ``python -m kmtlib.train`` (or shipped
 by ``scripts/ship_dynamics.py``) into those curves::
 
-    from kmtlib.dynamics import run_table, read_logs, seed_bands
+    from kmtbook.dynamics import run_table, read_logs, seed_bands
     runs = run_table("data/training_dynamics")          # one row per finished run
     logs = read_logs(runs, window=50)                   # one row per run and evaluation
     bands = seed_bands(logs, "val_rel_objective")       # median / q25 / q75 / seeds per config and step
@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._checks import check_int
-from .book import find_repo_root
+from kmtlib._checks import check_int
+from .chapter import find_repo_root
 
 INDEX_FILE = "index.json"
 LOG_FILE = "log.csv"

@@ -16,7 +16,7 @@ has, so a new chapter needs no registration anywhere:
   ``figures/<label>.pdf`` at the root of the HTML output. The directive ``figure-list`` renders
   the register as a table.
 * **Data-aware execution cache.** A chapter whose shipped ``data/<name>`` folders changed since
-  the last build runs again, although its code did not change (:mod:`kmtlib.execution_cache`).
+  the last build runs again, although its code did not change (:mod:`kmtbook.execution_cache`).
 * **Numbers from the build.** The role ``{metric}`05_training:main_model_t20:.2f``` stands for a
   number of a chapter's ``metrics.json``, the one written by the run its page shows; it is filled
   in once every chapter has run, and a missing metric (or files from another run) is a build
@@ -50,7 +50,7 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from .book import find_repo_root, parse_describe
+from .chapter import find_repo_root, parse_describe
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def _chapter_docname(app: Sphinx, stem: str) -> str | None:
 
 def _output_folder(app: Sphinx, docname: str, run: dict) -> Path:
     """The folder a chapter's run wrote to, as its page printed it: relative paths are relative to
-    the repository root (:meth:`kmtlib.book.Chapter.describe` prints them so)."""
+    the repository root (:meth:`kmtbook.chapter.Chapter.describe` prints them so)."""
     folder = Path(run["output_dir"])
     if folder.is_absolute():
         return folder
@@ -310,7 +310,7 @@ def _cache_path(app: Sphinx, env) -> Path:
 
 def _data_stale(app: Sphinx, env) -> list[str]:
     """Chapters whose ``data/<name>`` folders changed since the last build, with their cached
-    executions dropped (see :mod:`kmtlib.execution_cache`)."""
+    executions dropped (see :mod:`kmtbook.execution_cache`)."""
     from .execution_cache import refresh
 
     config = getattr(env, "mystnb_config", None)
@@ -700,7 +700,7 @@ def _runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
     rows = []
     pages = _page_info(app.env)
     nb_meta = getattr(app.env, "nb_metadata", {}) or {}
-    schedule = {}  # how kmtlib.execute_chapters ran each chapter ahead of the build
+    schedule = {}  # how kmtbook.execute_chapters ran each chapter ahead of the build
     if getattr(getattr(app.env, "mystnb_config", None), "execution_mode", None) == "cache":
         try:
             schedule = json.loads((_cache_path(app, app.env) / TIMES_FILE).read_text())
@@ -774,7 +774,7 @@ def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> No
     _fill_metrics(app, doctree, docname)
 
 
-CSS = """/* kmtlib.sphinx_ext: keep the generated boxes and tables readable */
+CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
 .kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }

@@ -11,7 +11,7 @@ The executed notebooks go into the jupyter-cache that the build reads (``execute
 in ``_config.yml``), stored the way myst-nb stores them: the notebook is read by myst-nb's own
 reader and keyed on its code cells and kernel, so the build that follows finds every chapter
 executed and only renders it. A chapter already in the cache is not run again; a chapter whose
-shipped data changed is (:mod:`kmtlib.execution_cache`).
+shipped data changed is (:mod:`kmtbook.execution_cache`).
 
 A chapter that times code declares it in its front matter and then runs after the others, alone,
 with the thread counts of the environment; a chapter that takes much longer than the others asks
@@ -23,7 +23,7 @@ to start first, so that it does not start last when no earlier build has timed t
 
 Usage (what ``nox -s "book(device='cpu')"`` runs before ``jupyter-book build``)::
 
-    python -m kmtlib.execute_chapters --cache _build/cpu/_build/.jupyter_cache [--jobs N]
+    python -m kmtbook.execute_chapters --cache _build/cpu/_build/.jupyter_cache [--jobs N]
 
 Progress goes to stdout, one line per chapter; a chapter that fails is reported with its traceback
 once all chapters have run, and the command then exits with status 1.
@@ -250,7 +250,7 @@ def _timeout_from_config(root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kmtlib.execute_chapters", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kmtbook.execute_chapters", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".", help="the book's root folder (with _config.yml and _toc.yml)")
     parser.add_argument("--cache", required=True,
                         help="the jupyter-cache the build reads: <path-output>/_build/.jupyter_cache")

@@ -1,0 +1,20 @@
+"""kmtbook: the tooling of the kmt-book companion book, beside the library it is about.
+
+``kmtlib`` is the library (tasks, Lloyd, attention, the k-means transformer, training); it knows
+nothing about this book or the repository's folders and never imports ``kmtbook``. This package
+holds what only the book needs:
+
+* :mod:`kmtbook.chapter`: the run context of a chapter (profiles, parameter checks, the output
+  folder, figures, ``metrics.json``);
+* :mod:`kmtbook.shipped` and :mod:`kmtbook.dynamics`: readers of the training runs shipped under
+  ``data/``;
+* :mod:`kmtbook.plotting`: the figure helpers the chapters share;
+* :mod:`kmtbook.sphinx_ext`: the Sphinx extension of the book (rerun boxes, offline MathJax, the
+  figure register, provenance tables, the ``{metric}`` role);
+* :mod:`kmtbook.execute_chapters` and :mod:`kmtbook.execution_cache`: how the book build runs the
+  chapters and keeps their executions.
+"""
+
+from .chapter import PROFILES, Chapter, ParameterError, check_parameter, find_repo_root
+
+__all__ = ["PROFILES", "Chapter", "ParameterError", "check_parameter", "find_repo_root"]
