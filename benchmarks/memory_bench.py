@@ -38,7 +38,7 @@ from .common import format_table, load_average
 FULL_STEPS = 10_000
 TARGET_FULL_RUN_S = 15 * 60
 TARGET_PEAK_MB = 2048
-AUTHORS_S_PER_STEP = 0.40  # quoted in the issue for the authors' script on a 2-core CPU (not measured here)
+AUTHORS_S_PER_STEP = 0.40  # a reference figure for the authors' training script on a 2-core CPU (quoted, not measured here)
 
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:

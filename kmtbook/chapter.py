@@ -225,7 +225,7 @@ class Chapter:
         missing value is recorded as ``None`` (``null``), which says so."""
         for name, value in values.items():
             if isinstance(value, Mapping):
-                # metrics.json is flat (DESIGN.md): readers and tests look numbers up by one name
+                # metrics.json is flat (the chapter contract): readers and tests look numbers up by one name
                 raise TypeError(f"metric {name!r} is a mapping; record one flat name per number or list")
             plain = _plain(value)
             where = _non_finite(plain)
