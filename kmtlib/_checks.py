@@ -6,6 +6,7 @@ passes a bad tensor learns what to fix instead of getting a silent wrong answer.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 
@@ -158,3 +159,50 @@ def check_square_range(X: torch.Tensor, C: torch.Tensor, width: int, what: str) 
             f"|x| = {low:.3g} the {X.dtype} squared distances fall into the subnormal range and lose "
             f"precision; {fix}"
         )
+
+
+# ----------------------------------------------------------------------------------- variant options
+# The options of the robust and k-medoids variants, checked here so that the circuits
+# (kmtlib.variants) and the reference algorithms that test them (kmtlib.reference) share the checks
+# without either importing the other.
+
+SPARSE_MAPS: tuple[str, ...] = ("sparsemax", "entmax15", "entmax")
+"""Centre-update maps of the robust variant (names in :data:`kmtlib.attention.ATTENTION_MAPS`):
+sparsemax (alpha = 2), entmax-1.5 and alpha-entmax with a chosen ``alpha`` in (1, 2]."""
+
+
+def authors_inv_temperature(d: int) -> float:
+    """The authors' score scale ``0.01 / sqrt(d)`` (their baseline ``rkm_iters``, github.com/rithram/kmeans-trf)."""
+    return 0.01 / math.sqrt(check_int("d", d, minimum=1))
+
+
+def check_robust_options(
+    d: int, inv_temperature: float | None, map: str, alpha: float | None
+) -> tuple[float, dict[str, float]]:
+    """Validate the options of robust k-means (the variant and its reference); return ``beta`` and
+    the map's keyword options."""
+    check_choice("robust map", map, SPARSE_MAPS)
+    beta = authors_inv_temperature(d) if inv_temperature is None else check_positive_float(
+        "inv_temperature", inv_temperature
+    )
+    if map != "entmax":
+        if alpha is not None:
+            raise ValueError(f"alpha is an option of map='entmax' only ({map!r} has a fixed alpha)")
+        return beta, {}
+    if alpha is None:
+        alpha = 1.5
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1.0 < float(alpha) <= 2.0:
+        raise ValueError(
+            f"alpha must be a number in (1, 2] (1 would be soft-max, which is never sparse), got {alpha!r}"
+        )
+    return beta, {"alpha": float(alpha)}
+
+
+def check_tau(tau: object) -> float:
+    """``tau`` must be a finite number >= 0."""
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
+        raise TypeError(f"tau must be a real number >= 0, got {type(tau).__name__} {tau!r}")
+    tau = float(tau)
+    if not math.isfinite(tau) or tau < 0:
+        raise ValueError(f"tau must be a finite number >= 0 (0 is the deterministic k-medoids step), got {tau}")
+    return tau

@@ -37,6 +37,28 @@ def _bit_sums(keys: torch.Tensor) -> torch.Tensor:
     return bits.sum(-1, dtype=torch.int64)
 
 
+def lowest_true_(mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """The lowest index along ``dim`` at which the boolean ``mask`` is True (int64, ``dim``
+    removed); ``mask.shape[dim]`` where it is True nowhere. ``mask`` is overwritten (pass a
+    temporary).
+
+    The label search of Lloyd's assignment and of the limit model: weight ``r - j`` on the True
+    entries ``j``, so that the largest weight marks the lowest index. This is ``argmax`` with its
+    first-index tie rule made explicit instead of left to the backend; a reduction across
+    ``dim`` (for example k rows of length n) vectorises along the other dimensions, and with at
+    most 255 entries the weights fit in a byte, written in place into the mask's own memory.
+    """
+    r = mask.shape[dim]
+    shape = [1] * mask.dim()
+    shape[dim] = r
+    if r <= 255:
+        weights = torch.arange(r, 0, -1, dtype=torch.uint8, device=mask.device).view(shape)
+        top = mask.view(torch.uint8).mul_(weights).amax(dim=dim).long()
+    else:
+        top = (mask * torch.arange(r, 0, -1, device=mask.device).view(shape)).amax(dim=dim)
+    return top.neg_().add_(r)
+
+
 def first_equal_key(keys: torch.Tensor) -> torch.Tensor | None:
     """For keys (B, r, D), the index (B, r) of the first key equal to each key (its own index when
     no earlier key equals it), or None when all keys of every task are distinct."""
@@ -51,9 +73,7 @@ def first_equal_key(keys: torch.Tensor) -> torch.Tensor | None:
     equal = (keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1)  # (B, r, r), True on the diagonal
     if int(equal.sum()) == B * r:
         return None
-    # weight r - l on the equal keys l: the largest weight marks the lowest equal index
-    weights = torch.arange(r, 0, -1, device=keys.device)
-    return (equal * weights).amax(dim=2).neg_().add_(r)
+    return lowest_true_(equal, dim=2)
 
 
 def tie_equal_keys(scores: torch.Tensor, keys: torch.Tensor, dim: int) -> torch.Tensor:
@@ -69,8 +89,7 @@ def tie_equal_keys(scores: torch.Tensor, keys: torch.Tensor, dim: int) -> torch.
         # (no data-dependent branch on an accelerator, which would wait for the device: every
         # key is compared with every other, and the scores are always gathered)
         B, r, _ = keys.shape
-        equal = (keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1)
-        first = (equal * torch.arange(r, 0, -1, device=keys.device)).amax(dim=2).neg_().add_(r)
+        first = lowest_true_((keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1), dim=2)
     else:
         first = first_equal_key(keys)
         if first is None:

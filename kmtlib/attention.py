@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from ._checks import check_positive_float
-from ._numerics import tie_equal_keys
+from ._numerics import lowest_true_, tie_equal_keys
 
 AttentionMap = Callable[..., torch.Tensor]
 """A map ``fn(scores, gamma, **options) -> weights``: scores (B, m, r) to weights (B, m, r), row by
@@ -149,7 +149,15 @@ def linear_attention_weights(scores: torch.Tensor, gamma: float | None = None) -
     empty = total == 0
     weights = scores / torch.where(empty, torch.ones_like(total), total)
     # (no data-dependent branch, which would be a device sync on CUDA)
-    return torch.where(empty, weights.new_full((), 1.0 / scores.shape[-1]), weights)
+    return uniform_where_empty(weights, empty)
+
+
+def uniform_where_empty(weights: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
+    """``weights`` (B, m, r) with the rows where ``empty`` (B, m, 1) is True replaced by uniform
+    weights ``1/r``: the empty-cluster rule of the limit transformer, in attention weights (a
+    centre whose attention has no preferred key averages all points, so it moves to their mean,
+    as :func:`kmtlib.lloyd.fill_empty` does with ``rule="mean"``)."""
+    return torch.where(empty, weights.new_full((), 1.0 / weights.shape[-1]), weights)
 
 
 def normalized_linear_attention(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -274,8 +282,32 @@ def get_score(name: str) -> Callable[..., torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------------- attention
-DEFAULT_MAX_ELEMENTS = 1 << 22
-"""Largest (B, m, r) score block :func:`attend` materialises at once (about 32 MB in float64)."""
+MAX_SCORE_ELEMENTS = 1 << 22
+"""Largest score block (tasks x queries x keys) materialised at once, about 32 MB in float64: the
+one size cap of kmtlib's attention (:func:`attend`, the theorem blocks, the full maps of
+:func:`kmtlib.inspect_layer.layer_maps`)."""
+
+
+def by_query_chunks(
+    block: Callable[[torch.Tensor], torch.Tensor],
+    q: torch.Tensor,
+    elements_per_query: int,
+    *,
+    max_elements: int = MAX_SCORE_ELEMENTS,
+    copy: bool = False,
+) -> torch.Tensor:
+    """``block(q)`` for queries ``q`` (B, m, D), evaluated on consecutive chunks of queries so that
+    no chunk needs more than ``max_elements`` score elements (``elements_per_query`` for each
+    query), the outputs concatenated along the queries. Exact: attention maps work row by row,
+    so a chunk's rows are the rows of the whole. ``copy``: clone each chunk's output before the
+    next chunk runs (for a block that returns scratch memory it reuses)."""
+    m = q.shape[1]
+    chunk = max(1, max_elements // max(elements_per_query, 1))
+    if chunk >= m:
+        return block(q)
+    if copy:
+        return torch.cat([block(q[:, i : i + chunk]).clone() for i in range(0, m, chunk)], dim=1)
+    return torch.cat([block(q[:, i : i + chunk]) for i in range(0, m, chunk)], dim=1)
 
 
 def attention_weights(
@@ -310,7 +342,7 @@ def attend(
     map: str = "softmax",
     gamma: float = 1.0,
     exact: bool = False,
-    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    max_elements: int = MAX_SCORE_ELEMENTS,
     **options,
 ) -> torch.Tensor:
     """Attention output ``weights @ v``, shape (B, m, Dv), with keys ``k`` (B, r, D) and values
@@ -333,13 +365,8 @@ def attend(
             s = tie_equal_keys(s, k, dim=2)
         return torch.bmm(fn(s, gamma, **options), v)
 
-    B, m, _ = q.shape
-    r = k.shape[1]
-    per_query = B * r * (k.shape[-1] if exact else 1)
-    chunk = max(1, max_elements // max(per_query, 1))
-    if chunk >= m:
-        return block(q)
-    return torch.cat([block(q[:, i : i + chunk]) for i in range(0, m, chunk)], dim=1)
+    per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if exact else 1)
+    return by_query_chunks(block, q, per_query, max_elements=max_elements)
 
 
 # ----------------------------------------------------------------------------------- sparse maps
@@ -359,7 +386,7 @@ def _uniform_on_top(scores: torch.Tensor, order: torch.Tensor, count: torch.Tens
     chosen = (rank < count).to(scores.dtype)
     weights = torch.zeros_like(scores).scatter_(-1, order, chosen)
     weights = weights / torch.where(none, torch.ones_like(count), count).to(scores.dtype)
-    return torch.where(none, weights.new_full((), 1.0 / r), weights)
+    return uniform_where_empty(weights, none)
 
 
 def normmax_attention(scores: torch.Tensor, gamma: float = 1.0, tau: float = 1.0) -> torch.Tensor:
@@ -495,9 +522,8 @@ def first_argmax(values: torch.Tensor) -> torch.Tensor:
     """Index of the maximum along the last dimension, the **lowest** index on exact ties (made
     explicit rather than left to the backend's argmax)."""
     r = values.shape[-1]
-    is_max = values == values.amax(dim=-1, keepdim=True)
-    rank = torch.arange(r, 0, -1, device=values.device)
-    return (is_max * rank).argmax(dim=-1)
+    # (a row with no maximum, NaN, gives index 0, as argmax of a zero row does)
+    return lowest_true_(values == values.amax(dim=-1, keepdim=True), dim=-1).remainder_(r)
 
 
 def standard_gumbel(shape: tuple[int, ...], *, dtype: torch.dtype, device: torch.device | str,

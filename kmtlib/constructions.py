@@ -63,8 +63,8 @@ from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
-from ._scratch import same_storage
-from .attention import _unnormalised_, dot_scores, euclidean_scores, get_attention_map
+from ._scratch import Scratch, same_storage
+from .attention import _unnormalised_, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
 from .embedding import NormAugmentedEmbedding, OneHotEmbedding
 
 ATTENTION_KINDS: tuple[str, ...] = ("euclidean", "dot")
@@ -95,10 +95,6 @@ default) or as a genuine score matrix (``"dense"``); both give the same result (
 SMALL_QUERY_BLOCK = 1024
 """Up to this many queries per task, strided and transposed operands are used as they are; above
 it they are first laid out contiguously (speed only)."""
-
-MAX_SCORE_ELEMENTS = 1 << 22
-"""Largest (B, queries, keys) score block materialised at once by a block (about 32 MB in float64)."""
-
 
 # ----------------------------------------------------------------------------------- weights
 def coordinate_selector(
@@ -313,7 +309,7 @@ class AttentionBlock(nn.Module):
         self.register_buffer("V", V)
         self._plan_key: tuple | None = None
         self._plan_value: _Plan | None = None
-        self._scratch: dict[str, torch.Tensor] = {}
+        self._scratch = Scratch()
 
     # ---------------------------------------------------------------- description
     @property
@@ -358,19 +354,9 @@ class AttentionBlock(nn.Module):
     # product). The tests check that they agree.
 
     def _buffer(self, slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        """Scratch memory for a temporary of the fast path, reused from call to call (a fresh
-        large tensor costs a page fault per 4 KB on first touch, which on the CPU is comparable to
-        the arithmetic done on it)."""
-        buf = self._scratch.get(slot)
-        if (
-            buf is None
-            or buf.shape != shape
-            or buf.dtype != like.dtype
-            or buf.device != like.device
-            or buf.is_inference() != torch.is_inference_mode_enabled()  # (inference tensors stay inside)
-        ):
-            buf = self._scratch[slot] = torch.empty(shape, dtype=like.dtype, device=like.device)
-        return buf
+        """Scratch memory (:class:`~kmtlib._scratch.Scratch`) for a temporary of the fast path, of
+        ``like``'s dtype and device, reused from call to call."""
+        return self._scratch(slot, shape, like.dtype, like.device)
 
     @property
     def _euclidean(self) -> bool:
@@ -473,22 +459,11 @@ class AttentionBlock(nn.Module):
     ) -> torch.Tensor:
         """``weights(q, k) @ v``, by queries in chunks when the score matrix would be large;
         ``columns``: the output is added to column-major tokens (a keys-major result suits them)."""
+        per_query = q.shape[0] * k.shape[1] * (q.shape[-1] if exact else 1)
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-            block = lambda qc: torch.bmm(self._reference_weights(qc, k, exact), v)  # noqa: E731
-            fresh = False
-        else:
-            block = lambda qc: self._attend_fast(qc, k, v, exact, columns)  # noqa: E731
-            fresh = True
-        B, m, _ = q.shape
-        per_query = B * k.shape[1] * (q.shape[-1] if exact else 1)
-        chunk = max(1, MAX_SCORE_ELEMENTS // max(per_query, 1))
-        if chunk >= m:
-            return block(q)
+            return by_query_chunks(lambda qc: torch.bmm(self._reference_weights(qc, k, exact), v), q, per_query)
         # (a fast chunk's result may live in scratch memory that the next chunk reuses: copy it)
-        parts = [block(q[:, i : i + chunk]) for i in range(0, m, chunk)] if not fresh else [
-            block(q[:, i : i + chunk]).clone() for i in range(0, m, chunk)
-        ]
-        return torch.cat(parts, 1)
+        return by_query_chunks(lambda qc: self._attend_fast(qc, k, v, exact, columns), q, per_query, copy=True)
 
     def increment(
         self, query_tokens: torch.Tensor, key_tokens: torch.Tensor | None = None

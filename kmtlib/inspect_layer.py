@@ -37,9 +37,10 @@ from dataclasses import dataclass, fields
 import torch
 
 from ._checks import check_centers, check_int, check_points, check_positive_float
+from .attention import MAX_SCORE_ELEMENTS
 from .constructions import BLOCK_NAMES, TheoremLayer
 from .learned import TrainableLayer
-from .lloyd import cluster_means
+from .lloyd import cluster_means, fill_empty
 from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .transformer import KMeansTransformer
 
@@ -63,9 +64,8 @@ __all__ = [
     "qk_structure",
 ]
 
-MAX_SCORE_ELEMENTS = 1 << 24
-"""Largest number of self-attention weights (tasks x n x n) :func:`layer_maps` builds per chunk of
-tasks (about 128 MB in float64); larger batches are processed a few tasks at a time."""
+# MAX_SCORE_ELEMENTS (kmtlib.attention): the largest number of self-attention weights (tasks x n x n)
+# that layer_maps builds per chunk of tasks; larger batches are processed a few tasks at a time.
 
 
 # ------------------------------------------------------------------------------------ weights
@@ -440,7 +440,7 @@ def lloyd_step(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     empty cluster keeps its old centre."""
     labels = nearest_center(X, C)
     means, counts = cluster_means(X, labels, C.shape[1])
-    return torch.where((counts > 0).unsqueeze(-1), means, C), labels, counts
+    return fill_empty(means, counts == 0, X, C, "keep"), labels, counts
 
 
 def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:

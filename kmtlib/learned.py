@@ -85,13 +85,19 @@ def sample_dropped(numel: int, p: float, generator: torch.Generator | None = Non
 
 
 # ------------------------------------------------------------------------------ attention kernels
+def explicit_euclidean_weights(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """The attention matrix (B, nq, nk) in the straightforward form, ``softmax(-scale * cdist(q, k)^2)``:
+    what a first implementation would write, and the formula the fast kernel is tested against."""
+    return torch.softmax(-scale * torch.cdist(q, k) ** 2, dim=-1)
+
+
 def explicit_euclidean_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, keep: torch.Tensor | None = None, p: float = 0.0
 ) -> torch.Tensor:
     """The straightforward form: ``softmax(-scale * cdist(q, k)^2) @ v``, optionally times a 0/1
     dropout ``keep`` mask (B, nq, nk) with inverted scaling ``1/(1-p)``. The reference the fast
     kernel is tested against."""
-    weights = torch.softmax(-scale * torch.cdist(q, k) ** 2, dim=-1)
+    weights = explicit_euclidean_weights(q, k, scale)
     if keep is not None:
         weights = weights * keep / (1.0 - p)
     return weights @ v
@@ -211,14 +217,13 @@ class AttentionBlock(nn.Module):
         if self.impl == "fast":
             return euclidean_attention(q, k, v, self.scale, p, self.dropout_generator)
         # The straightforward form (what a first implementation would write); global RNG for dropout.
-        weights = torch.softmax(-self.scale * torch.cdist(q, k) ** 2, dim=-1)
-        weights = nn.functional.dropout(weights, p, training=p > 0)
+        weights = nn.functional.dropout(explicit_euclidean_weights(q, k, self.scale), p, training=p > 0)
         return weights @ v
 
     def attention_weights(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """The attention matrix (B, nq, nk) without dropout (for the attention-map figures)."""
         q, k = self.query(queries), self.key(keys)
-        return torch.softmax(-self.scale * torch.cdist(q, k) ** 2, dim=-1)
+        return explicit_euclidean_weights(q, k, self.scale)
 
 
 class TrainableLayer(nn.Module):

@@ -53,18 +53,25 @@ def _cluster_means(
 
 def fill_empty(
     means: torch.Tensor,
-    counts: torch.Tensor,
+    empty: torch.Tensor,
     X: torch.Tensor,
-    previous: torch.Tensor,
+    previous: torch.Tensor | None,
     rule: str,
-    generator: torch.Generator | None,
+    generator: torch.Generator | None = None,
     overall_mean: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Replace the centres of empty clusters (counts == 0) by ``rule`` (see :data:`EMPTY_RULES`).
+    """The new centres (B, k, d): ``means`` where a cluster has points, and for the empty ones
+    (``empty`` (B, k), True) the replacement of ``rule`` (see :data:`EMPTY_RULES`).
 
-    ``overall_mean`` (B, 1, d) is ``X.mean(dim=1, keepdim=True)`` if the caller already has it.
+    The one place of the empty-cluster rule: Lloyd's algorithm and every reference algorithm
+    (soft, spherical, trimmed, robust k-means) replace their empty clusters here. ``previous``
+    (B, k, d) are the centres of the step before (for ``"keep"``); ``X`` (B, n, d) the points the
+    ``"mean"`` and ``"random"`` rules draw on; ``overall_mean`` (B, 1, d) is
+    ``X.mean(dim=1, keepdim=True)`` if the caller already has it. (The circuits apply the same
+    rule as attention weights: an empty cluster's centre attention is uniform,
+    :func:`kmtlib.attention.uniform_where_empty`.)
     """
-    empty = (counts == 0).unsqueeze(-1)  # (B, k, 1)
+    empty = empty.unsqueeze(-1)  # (B, k, 1)
     if rule == "mean":
         if overall_mean is None:
             overall_mean = X.mean(dim=1, keepdim=True)
@@ -146,8 +153,9 @@ def _lloyd(
         rows = center_rows(labels, k)
         objective.append(assignment_cost_rows(X, C, rows, scratch))
         means, counts = _cluster_means(X, labels, rows, k)
-        n_empty.append((counts == 0).sum(dim=1))
-        C = fill_empty(means, counts, X, C, empty, g, overall_mean)
+        is_empty = counts == 0
+        n_empty.append(is_empty.sum(dim=1))
+        C = fill_empty(means, is_empty, X, C, empty, g, overall_mean)
         centers.append(C)
         labels = nearest_center_t(XT, C, scratch)
     objective.append(assignment_cost_rows(X, C, center_rows(labels, k), scratch))

@@ -6,7 +6,14 @@ import torch
 
 from ._checks import check_centers, check_points
 from ._layout import copy_transposed_
-from ._numerics import magnitudes, power_of_two_exponents, square_range, tie_equal_keys, times_power_of_two
+from ._numerics import (
+    lowest_true_,
+    magnitudes,
+    power_of_two_exponents,
+    square_range,
+    tie_equal_keys,
+    times_power_of_two,
+)
 from ._scratch import Scratch, needs_autograd
 
 
@@ -101,15 +108,8 @@ def nearest_center_t(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None 
     # score <= min is score == min (nothing is below the minimum; NaN fails both), and the
     # ordered comparison is the faster kernel on the CPU
     torch.le(scores, scores.amin(dim=1, keepdim=True), out=is_min)  # at least one True per point
-    if k <= 255:
-        # weight k - j on the minimal rows; the largest weight marks the lowest minimal index j
-        weights = torch.arange(k, 0, -1, dtype=torch.uint8, device=XT.device).view(1, k, 1)
-        lowest = is_min.view(torch.uint8).mul_(weights).amax(dim=1).long()
-    else:
-        weights = torch.arange(k, 0, -1, dtype=torch.long, device=XT.device).view(1, k, 1)
-        lowest = (is_min * weights).amax(dim=1)
     # A NaN score (only from overflow: inf - inf) matches no row; keep such labels in range.
-    return lowest.neg_().add_(k).clamp_max_(k - 1)
+    return lowest_true_(is_min, dim=1).clamp_max_(k - 1)
 
 
 def gather_centers(C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
 from .embedding import Embedding
+from ._numerics import lowest_true_
 from ._scratch import Scratch, same_storage
 from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
@@ -217,13 +218,7 @@ def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
     B, n, k = weights.shape
     if k == 1:
         return torch.zeros(B, n, dtype=torch.long, device=weights.device)
-    positive = weights.transpose(1, 2) > 0  # (B, k, n)
-    if k <= 255:
-        ranks = torch.arange(k, 0, -1, dtype=torch.uint8, device=weights.device).view(1, k, 1)
-        lowest = positive.view(torch.uint8).mul_(ranks).amax(dim=1).long()
-    else:
-        lowest = (positive * torch.arange(k, 0, -1, device=weights.device).view(1, k, 1)).amax(dim=1)
-    return lowest.neg_().add_(k).clamp_max_(k - 1)
+    return lowest_true_(weights.transpose(1, 2) > 0, dim=1).clamp_max_(k - 1)  # (over (B, k, n))
 
 
 def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:

@@ -189,3 +189,54 @@ def test_the_library_never_imports_the_book_tooling():
             if name in source:
                 offenders.append(f"{path.relative_to(ROOT)} names {name}")
     assert not offenders, offenders
+
+
+CIRCUIT_MODULES = ("kmtlib.variants", "kmtlib.constructions", "kmtlib.learned", "kmtlib.transformer")
+"""The circuits (the transformer, its layers and its variants) that the reference algorithms check."""
+
+
+def _absolute_imports(source: str, package: str) -> set[str]:
+    """Every module a file of ``package`` imports, relative imports resolved (``from ..variants import
+    x`` in kmtlib.reference is kmtlib.variants and kmtlib.variants.x)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _is_circuit(module: str) -> bool:
+    return any(module == c or module.startswith(c + ".") for c in CIRCUIT_MODULES)
+
+
+def test_the_reference_algorithms_import_no_circuit():
+    """kmtlib.reference holds independent checks of the circuits: none of its modules imports a circuit
+    module (kmtlib.variants, kmtlib.constructions, the learned layer, the transformer), not even for an
+    option check (those shared checks live in kmtlib._checks)."""
+    offenders = []
+    for path in sorted((ROOT / "kmtlib" / "reference").rglob("*.py")):
+        package = ".".join(path.relative_to(ROOT).parts[:-1])
+        for module in sorted(_absolute_imports(path.read_text(encoding="utf-8"), package)):
+            if _is_circuit(module):
+                offenders.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offenders, offenders
+
+
+def test_the_circuit_import_check_sees_relative_and_absolute_imports():
+    """The check above would have caught the option checks the references once imported."""
+    for source in ("def f():\n    from ..variants.robust import check_robust_options\n",
+                   "from .. import constructions\n", "import kmtlib.variants.kmedoids\n",
+                   "from kmtlib.transformer import KMeansTransformer\n"):
+        assert any(_is_circuit(m) for m in _absolute_imports(source, "kmtlib.reference")), source
+    assert not any(_is_circuit(m) for m in _absolute_imports("from .._checks import check_tau\n", "kmtlib.reference"))

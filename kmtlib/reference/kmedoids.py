@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_centers, check_generator, check_int, check_points
+from .._checks import check_centers, check_generator, check_int, check_points, check_tau
 from ..attention import first_argmax, standard_gumbel
 from ..objective import gather_centers, nearest_center
 from ..results import ClusteringResult
@@ -81,8 +81,6 @@ def randomised_kmedoids(
         dissimilarities (``kmedoids.pam(D).loss`` on the same ``D``). Use
         :func:`medoid_indices` to get the chosen points' indices.
     """
-    from ..variants.kmedoids import check_tau
-
     check_points(X)
     check_centers(C0, X)
     steps = check_int("steps", steps, minimum=0)

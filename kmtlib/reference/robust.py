@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_centers, check_int, check_points
+from .._checks import check_centers, check_int, check_points, check_robust_options
+from ..attention import uniform_where_empty
+from ..lloyd import fill_empty
 from ..objective import nearest_center
 from ..results import ClusteringResult
 from ._result import trajectory_result
@@ -93,8 +95,6 @@ def robust_kmeans(
         A :class:`~kmtlib.results.ClusteringResult` (trajectory, final labels, objective per step,
         number of empty clusters per step).
     """
-    from ..variants.robust import check_robust_options
-
     check_points(X)
     check_centers(C0, X)
     steps = check_int("steps", steps, minimum=0)
@@ -114,7 +114,7 @@ def robust_kmeans(
         z = -beta * sq
         # (an empty cluster's row gets every key as a dummy member; its result is replaced below)
         w = masked_entmax(z, member | empty, a)
-        C = torch.where(empty, overall_mean.expand(B, k, d), torch.bmm(w, X))
+        C = fill_empty(torch.bmm(w, X), empty.view(B, k), X, C, "mean", overall_mean=overall_mean)
         centers.append(C)
         n_empty.append(empty.view(B, k).sum(dim=1))
     return trajectory_result(X, centers, n_empty)
@@ -127,8 +127,6 @@ def robust_support(X: torch.Tensor, C: torch.Tensor, inv_temperature: float | No
     For plots and the chapter's counts of dropped points: a member with weight exactly 0 is a
     point of the cluster that does not pull its centre.
     """
-    from ..variants.robust import check_robust_options
-
     check_points(X)
     check_centers(C, X, name="C")
     beta, options = check_robust_options(X.shape[-1], inv_temperature, map, alpha)
@@ -138,7 +136,7 @@ def robust_support(X: torch.Tensor, C: torch.Tensor, inv_temperature: float | No
     empty = ~member.any(dim=-1, keepdim=True)
     sq = ((X.unsqueeze(1) - C.unsqueeze(2)) ** 2).sum(-1)
     w = masked_entmax(-beta * sq, member | empty, a)
-    return torch.where(empty, torch.full_like(w, 1.0 / X.shape[1]), w), member
+    return uniform_where_empty(w, empty), member
 
 
 __all__ = ["robust_kmeans", "robust_support", "masked_sparsemax", "masked_entmax"]

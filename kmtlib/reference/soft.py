@@ -15,6 +15,7 @@ import math
 import torch
 
 from .._checks import check_centers, check_int, check_points, check_positive_float
+from ..lloyd import fill_empty
 from ..objective import _kmeans_objective, nearest_center
 from ..results import ClusteringResult
 
@@ -32,7 +33,7 @@ def soft_kmeans(X: torch.Tensor, C0: torch.Tensor, steps: int, gamma: float = 1.
     """Run ``steps`` iterations of soft k-means with stiffness ``gamma`` from ``C0``.
 
     A centre whose responsibilities all underflow to 0 moves to the mean of all points (the
-    DESIGN.md empty-cluster rule, which the circuit shares). Returns a ClusteringResult whose
+    limit transformer's empty-cluster rule, which the circuit shares). Returns a ClusteringResult whose
     ``assignments`` are the responsibilities of the last step and whose objective is the (hard)
     k-means objective of each centre set.
     """
@@ -45,7 +46,8 @@ def soft_kmeans(X: torch.Tensor, C0: torch.Tensor, steps: int, gamma: float = 1.
         r = soft_responsibilities(X, C, gamma)  # (B, n, k)
         mass = r.sum(dim=1).unsqueeze(-1)  # (B, k, 1)
         sums = torch.einsum("bnk,bnd->bkd", r, X)
-        C = torch.where(mass > 0, sums / torch.where(mass > 0, mass, torch.ones_like(mass)), X.mean(1, keepdim=True))
+        has_mass = mass > 0
+        C = fill_empty(sums / torch.where(has_mass, mass, torch.ones_like(mass)), ~has_mass.squeeze(-1), X, C, "mean")
         centers.append(C)
     return ClusteringResult(
         centers=torch.stack(centers, 1),

@@ -12,6 +12,7 @@ import torch
 
 from .._checks import check_centers, check_choice, check_int, check_points
 from .._numerics import tie_equal_keys
+from ..lloyd import fill_empty
 from ..results import ClusteringResult
 
 EMPTY_RULES = ("mean", "keep")
@@ -55,9 +56,9 @@ def spherical_kmeans(X: torch.Tensor, C0: torch.Tensor, steps: int, empty: str =
         onehot = torch.nn.functional.one_hot(labels_of(C), k).to(X.dtype)  # (B, n, k)
         counts = onehot.sum(1).unsqueeze(-1)
         sums = torch.bmm(onehot.transpose(1, 2), U)
-        fallback = U.mean(1, keepdim=True).expand_as(sums) if empty == "mean" else C
-        C = _unit(torch.where(counts > 0, sums / counts.clamp_min(1), fallback))
-        n_empty.append((counts.squeeze(-1) == 0).sum(-1))
+        is_empty = counts.squeeze(-1) == 0
+        C = _unit(fill_empty(sums / counts.clamp_min(1), is_empty, U, C, empty))
+        n_empty.append(is_empty.sum(-1))
         centers.append(C)
     traj = torch.stack(centers, 1)
     objective = torch.stack([2 * (X.shape[1] - spherical_objective(U, c)) for c in centers], 1)

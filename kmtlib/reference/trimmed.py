@@ -36,6 +36,7 @@ import numbers
 import torch
 
 from .._checks import check_centers, check_choice, check_int, check_points
+from ..lloyd import fill_empty
 from ..objective import _kmeans_objective, nearest_center
 from ..results import ClusteringResult
 
@@ -146,8 +147,7 @@ def trimmed_kmeans(
         weights = torch.nn.functional.one_hot(labels, k).to(X.dtype) * kept.unsqueeze(-1).to(X.dtype)
         counts = weights.sum(1).unsqueeze(-1)
         sums = torch.bmm(weights.transpose(1, 2), X)
-        fallback = overall.expand_as(sums) if empty == "mean" else C
-        C = torch.where(counts > 0, sums / counts.clamp_min(1), fallback)
+        C = fill_empty(sums / counts.clamp_min(1), counts.squeeze(-1) == 0, X, C, empty, overall_mean=overall)
         centers.append(C)
     return ClusteringResult(
         centers=torch.stack(centers, 1),

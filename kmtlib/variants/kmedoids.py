@@ -60,24 +60,13 @@ tensor of shape (B, k, n) (:func:`kmtlib.attention.standard_gumbel`), whatever t
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import torch
 
-from .._checks import check_int
+from .._checks import check_int, check_tau
 from ..attention import euclidean_scores, gumbel_max_attention
 from ._circuit import CircuitLayer, reject_unknown, variant_model
-
-
-def check_tau(tau: object) -> float:
-    """``tau`` must be a finite number >= 0."""
-    if isinstance(tau, bool) or not isinstance(tau, numbers.Real):
-        raise TypeError(f"tau must be a real number >= 0, got {type(tau).__name__} {tau!r}")
-    tau = float(tau)
-    if not math.isfinite(tau) or tau < 0:
-        raise ValueError(f"tau must be a finite number >= 0 (0 is the deterministic k-medoids step), got {tau}")
-    return tau
 
 
 def cluster_members(assignment: torch.Tensor) -> torch.Tensor:

@@ -38,40 +38,14 @@ Reference: :func:`kmtlib.reference.robust_kmeans`.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
-from .._checks import check_choice, check_int, check_positive_float
+from .._checks import SPARSE_MAPS, authors_inv_temperature, check_int, check_robust_options
 from ._circuit import CircuitLayer, reject_unknown, variant_model
 
-SPARSE_MAPS: tuple[str, ...] = ("sparsemax", "entmax15", "entmax")
-"""Centre-update maps of the robust variant (names in :data:`kmtlib.attention.ATTENTION_MAPS`):
-sparsemax (alpha = 2), entmax-1.5 and alpha-entmax with a chosen ``alpha`` in (1, 2]."""
-
-
-def authors_inv_temperature(d: int) -> float:
-    """The authors' score scale ``0.01 / sqrt(d)`` (their baseline ``rkm_iters``, github.com/rithram/kmeans-trf)."""
-    return 0.01 / math.sqrt(check_int("d", d, minimum=1))
-
-
-def check_robust_options(d: int, inv_temperature: float | None, map: str, alpha: float | None) -> tuple[float, dict]:
-    """Validate the options; return ``beta`` and the map's keyword options."""
-    check_choice("robust map", map, SPARSE_MAPS)
-    beta = authors_inv_temperature(d) if inv_temperature is None else check_positive_float(
-        "inv_temperature", inv_temperature
-    )
-    if map != "entmax":
-        if alpha is not None:
-            raise ValueError(f"alpha is an option of map='entmax' only ({map!r} has a fixed alpha)")
-        return beta, {}
-    if alpha is None:
-        alpha = 1.5
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1.0 < float(alpha) <= 2.0:
-        raise ValueError(
-            f"alpha must be a number in (1, 2] (1 would be soft-max, which is never sparse), got {alpha!r}"
-        )
-    return beta, {"alpha": float(alpha)}
+# (SPARSE_MAPS, authors_inv_temperature and check_robust_options live in kmtlib._checks, shared with
+# the reference algorithm kmtlib.reference.robust; re-exported here, where the variant's users look)
+__all__ = ["SPARSE_MAPS", "authors_inv_temperature", "build", "check_robust_options"]
 
 
 def build(
