@@ -1,4 +1,5 @@
-"""Sessions: `tests` and `book`, each for device cpu (default) or cuda; `bench` for the benchmarks.
+"""Sessions: `tests` and `book`, each for device cpu (default) or cuda; `bench` for the benchmarks;
+`lint` for ruff and mypy.
 
 torch is installed first from TORCH_SPEC (default: the pinned CPU wheel torch==2.13.0) and, if set,
 TORCH_INDEX_URL; the project's extras then find it satisfied. CUDA users set TORCH_SPEC and
@@ -76,3 +77,15 @@ def bench(session: nox.Session) -> None:
     """The benchmarks: `nox -s bench` prints a table and writes results/benchmarks/*.json."""
     env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "bench")
     session.run("python", "-m", "benchmarks", *session.posargs, env=env)
+
+
+LINTED = ["kmtlib", "kmtbook", "tests", "benchmarks", "noxfile.py", "scripts"]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (the rules in pyproject.toml) over the code, and mypy over kmtlib and kmtbook (its settings
+    in pyproject.toml): `nox -s lint`. The lint extra pins both tools."""
+    _setup(session, "cpu", "lint")
+    session.run("ruff", "check", *LINTED)
+    session.run("mypy")

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
           + ("" if info["versions"]["faiss"] else "  (faiss-cpu not installed: its rows are skipped)"))
     for name in names:
         module = BENCHMARKS[name]
-        started = _dt.datetime.now(_dt.timezone.utc)
+        started = _dt.datetime.now(_dt.UTC)
         result = module.run(quick=args.quick, threads=args.threads, repeats=args.repeats, seed=args.seed)
         result["machine"] = info
         result["started_utc"] = started.isoformat(timespec="seconds")

@@ -347,7 +347,7 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def report(result: dict[str, Any]) -> str:
     lines = []
-    for name, reg in result["regimes"].items():
+    for _name, reg in result["regimes"].items():
         lines.append(f"\n{reg['label']}  (kmtlib threads: {result['settings']['threads']}, "
                      f"loop rows: {reg['loop_threads']} thread(s); median of {result['settings']['repeats']})")
         header = ["row", "dtype", "thr", "median ms", "min ms", "us/task", "x lloyd", "iterations",

@@ -38,7 +38,7 @@ from .common import format_table, load_average
 FULL_STEPS = 10_000
 TARGET_FULL_RUN_S = 15 * 60
 TARGET_PEAK_MB = 2048
-AUTHORS_S_PER_STEP = 0.40  # a reference figure for the authors' training script on a 2-core CPU (quoted, not measured here)
+AUTHORS_S_PER_STEP = 0.40
 
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -53,9 +53,15 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         summary = train(config, tmp, quiet=True, threads=spec["threads"])
         wall = time.perf_counter() - t0
         rows = read_log(os.path.join(tmp, "log.csv"))
-    out = {"wall_s": wall, "train_wall_s": summary["wall_s"], "log_wall_s": [r["wall_s"] for r in rows],
-           "log_steps": [r["step"] for r in rows], "threads": torch.get_num_threads(),
-           "final_val_rel_objective": summary["final_val_rel_objective"], "startup_cpu_s": startup_cpu_s}
+    out = {
+        "wall_s": wall,
+        "train_wall_s": summary["wall_s"],
+        "log_wall_s": [r["wall_s"] for r in rows],
+        "log_steps": [r["step"] for r in rows],
+        "threads": torch.get_num_threads(),
+        "final_val_rel_objective": summary["final_val_rel_objective"],
+        "startup_cpu_s": startup_cpu_s,
+    }
     if config.device.startswith("cuda") and torch.cuda.is_available():
         out["cuda_max_memory_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
@@ -67,8 +73,13 @@ def measure_run(config: dict[str, Any], threads: int) -> dict[str, Any]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.memory_bench", json.dumps(spec)],
-                                stdout=out, stderr=err, env=env, cwd=root)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.memory_bench", json.dumps(spec)],
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=root,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -84,8 +95,9 @@ def measure_run(config: dict[str, Any], threads: int) -> dict[str, Any]:
     result["cpu_s"] = usage.ru_utime + usage.ru_stime
     result["cpu_s_per_step"] = (result["cpu_s"] - result["startup_cpu_s"]) / config["steps"]
     walls, steps = result["log_wall_s"], result["log_steps"]
-    windows = [(walls[i] - walls[i - 1]) / (steps[i] - steps[i - 1]) * config["eval_every"]
-               for i in range(1, len(walls))]
+    windows = [
+        (walls[i] - walls[i - 1]) / (steps[i] - steps[i - 1]) * config["eval_every"] for i in range(1, len(walls))
+    ]
     result["window_s"] = windows
     result["median_window_s"] = statistics.median(windows)
     result["first_eval_s"] = walls[0]
@@ -106,8 +118,10 @@ def run(
         config = {"d": 32, "k": 10, "n": 512, "batch": 32, "steps": 50 * windows, "eval_every": 50, "val_batches": 10}
     config.update(seed=seed % 2**31, device=device)
     run_threads = threads
-    log(f"\n== training run: {config['steps']} steps, evaluation every {config['eval_every']}, "
-        f"{run_threads} thread(s), device {device} (child process) ...")
+    log(
+        f"\n== training run: {config['steps']} steps, evaluation every {config['eval_every']}, "
+        f"{run_threads} thread(s), device {device} (child process) ..."
+    )
     load_before = load_average()
     res = measure_run(config, run_threads)
     per_window = res["median_window_s"]
@@ -134,32 +148,57 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     quick = result["settings"]["quick"]
     judge = (lambda ok: "not judged (--quick sizes)") if quick else (lambda ok: "met" if ok else "missed")
     peak = result["run"]["peak_rss_mb"]
-    out = [{"target": f"peak memory of a training run < {TARGET_PEAK_MB} MB", "value": peak,
-            "status": judge(peak < TARGET_PEAK_MB)}]
+    out = [
+        {
+            "target": f"peak memory of a training run < {TARGET_PEAK_MB} MB",
+            "value": peak,
+            "status": judge(peak < TARGET_PEAK_MB),
+        }
+    ]
     ext = result["extrapolated_full_run_s"]
     cpu = result.get("extrapolated_full_run_cpu_s")
     if cpu is not None:
-        out.append({"target": f"10 000 steps with evaluation every 50 < {TARGET_FULL_RUN_S} s (CPU time of the 1-thread run, extrapolated)",
-                    "value": cpu, "status": judge(cpu < TARGET_FULL_RUN_S)})
+        out.append(
+            {
+                "target": f"10 000 steps with evaluation every 50 < {TARGET_FULL_RUN_S} s "
+                "(CPU time of the 1-thread run, extrapolated)",
+                "value": cpu,
+                "status": judge(cpu < TARGET_FULL_RUN_S),
+            }
+        )
     if ext is not None:
-        out.append({"target": f"10 000 steps with evaluation every 50 < {TARGET_FULL_RUN_S} s (extrapolated)",
-                    "value": ext, "status": judge(ext < TARGET_FULL_RUN_S)})
-        out.append({"target": "at least 5x faster than the authors' script (0.40 s/step, quoted, not measured)",
-                    "value": result["speedup_vs_authors_quoted"], "status": judge(result["speedup_vs_authors_quoted"] >= 5)})
+        out.append(
+            {
+                "target": f"10 000 steps with evaluation every 50 < {TARGET_FULL_RUN_S} s (extrapolated)",
+                "value": ext,
+                "status": judge(ext < TARGET_FULL_RUN_S),
+            }
+        )
+        out.append(
+            {
+                "target": "at least 5x faster than the authors' script (0.40 s/step, quoted, not measured)",
+                "value": result["speedup_vs_authors_quoted"],
+                "status": judge(result["speedup_vs_authors_quoted"] >= 5),
+            }
+        )
     return out
 
 
 def report(result: dict[str, Any]) -> str:
     r, c = result["run"], result["config"]
-    lines = [f"\ntraining run: n={c['n']}, d={c['d']}, k={c['k']}, batch={c['batch']}, {c['steps']} steps, "
-             f"evaluation every {c['eval_every']} ({c['val_batches']} batches), {result['settings']['threads']} thread(s), "
-             f"{result['settings']['device']}; load average before {result['settings']['load_average_before']}"]
-    rows = [["peak RSS of the run (MB)", r["peak_rss_mb"]],
-            ["wall time of the run (s)", r["wall_s"]],
-            [f"median {c['eval_every']}-step window incl. evaluation (s)", r["median_window_s"]],
-            ["seconds per step incl. evaluation", result["seconds_per_step_incl_eval"]],
-            ["CPU seconds of the child (start-up included)", r["cpu_s"]],
-            ["CPU seconds per step after start-up", r["cpu_s_per_step"]]]
+    lines = [
+        f"\ntraining run: n={c['n']}, d={c['d']}, k={c['k']}, batch={c['batch']}, {c['steps']} steps, "
+        f"evaluation every {c['eval_every']} ({c['val_batches']} batches), {result['settings']['threads']} thread(s), "
+        f"{result['settings']['device']}; load average before {result['settings']['load_average_before']}"
+    ]
+    rows = [
+        ["peak RSS of the run (MB)", r["peak_rss_mb"]],
+        ["wall time of the run (s)", r["wall_s"]],
+        [f"median {c['eval_every']}-step window incl. evaluation (s)", r["median_window_s"]],
+        ["seconds per step incl. evaluation", result["seconds_per_step_incl_eval"]],
+        ["CPU seconds of the child (start-up included)", r["cpu_s"]],
+        ["CPU seconds per step after start-up", r["cpu_s_per_step"]],
+    ]
     if "cuda_max_memory_allocated_mb" in r:
         rows.append(["CUDA max memory allocated (MB)", r["cuda_max_memory_allocated_mb"]])
     if result["extrapolated_full_run_s"] is not None:

@@ -204,13 +204,23 @@ def run(
         f"{agreement['loss_reference']:.6g}, relative difference {agreement['loss_rel_diff']:.1e}")
     modes = {}
     for malloc in ("default", "tuned"):
-        log(f"  timing ({malloc} allocator, child process): 2 warm-up + {repeats} interleaved rounds per thread count ...")
-        modes[malloc] = _run_child({"malloc": malloc, "config": cfg, "threads": thread_list,
-                                    "repeats": repeats, "seed": seed % 2**31})
+        log(
+            f"  timing ({malloc} allocator, child process): 2 warm-up + {repeats} interleaved rounds "
+            "per thread count ..."
+        )
+        modes[malloc] = _run_child(
+            {"malloc": malloc, "config": cfg, "threads": thread_list, "repeats": repeats, "seed": seed % 2**31}
+        )
     result: dict[str, Any] = {
         "benchmark": "training",
-        "settings": {"quick": quick, "threads": thread_list, "repeats": repeats, "warmup": 2, "seed": seed,
-                     "thread_counts_during_run": thread_counts()},
+        "settings": {
+            "quick": quick,
+            "threads": thread_list,
+            "repeats": repeats,
+            "warmup": 2,
+            "seed": seed,
+            "thread_counts_during_run": thread_counts(),
+        },
         "config": cfg,
         "agreement": agreement,
         "modes": modes,
@@ -225,33 +235,55 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         for row in mode["rows"]:
             rec = {
                 "target": f"training step >= {TARGET_SPEEDUP:g}x faster than the reference",
-                "malloc": malloc, "threads": row["threads"], "value": row["speedup"],
+                "malloc": malloc,
+                "threads": row["threads"],
+                "value": row["speedup"],
             }
-            rec["status"] = ("not judged (--quick sizes)" if result["settings"]["quick"]
-                             else "met" if row["speedup"] >= TARGET_SPEEDUP else "missed")
+            rec["status"] = (
+                "not judged (--quick sizes)"
+                if result["settings"]["quick"]
+                else "met"
+                if row["speedup"] >= TARGET_SPEEDUP
+                else "missed"
+            )
             out.append(rec)
     agree = result["agreement"]
-    out.append({
-        "target": f"same loss to {TARGET_LOSS_RTOL:g} relative", "value": agree["loss_rel_diff"],
-        "status": "met" if agree["loss_target_met"] else "missed",
-    })
+    out.append(
+        {
+            "target": f"same loss to {TARGET_LOSS_RTOL:g} relative",
+            "value": agree["loss_rel_diff"],
+            "status": "met" if agree["loss_target_met"] else "missed",
+        }
+    )
     return out
 
 
 def report(result: dict[str, Any]) -> str:
     cfg = result["config"]
-    lines = [f"\ntraining step at n={cfg['n']}, d={cfg['d']}, k={cfg['k']}, batch={cfg['batch']}, "
-             f"{cfg['embedding']} (median of {result['settings']['repeats']} interleaved rounds)"]
+    lines = [
+        f"\ntraining step at n={cfg['n']}, d={cfg['d']}, k={cfg['k']}, batch={cfg['batch']}, "
+        f"{cfg['embedding']} (median of {result['settings']['repeats']} interleaved rounds)"
+    ]
     header = ["allocator", "threads", "kmtlib ms", "reference ms", "speed-up", "speed-up (minima)"]
     table = []
     for malloc, mode in result["modes"].items():
         for row in mode["rows"]:
-            table.append([malloc, row["threads"], row["kmtlib"]["median_s"] * 1e3, row["reference"]["median_s"] * 1e3,
-                          row["speedup"], row["speedup_of_minima"]])
+            table.append(
+                [
+                    malloc,
+                    row["threads"],
+                    row["kmtlib"]["median_s"] * 1e3,
+                    row["reference"]["median_s"] * 1e3,
+                    row["speedup"],
+                    row["speedup_of_minima"],
+                ]
+            )
     lines.append(format_table(header, table))
     a = result["agreement"]
-    lines.append(f"same inputs and weights (eval mode): loss {a['loss_kmtlib']:.7g} vs {a['loss_reference']:.7g}, "
-                 f"relative difference {a['loss_rel_diff']:.1e}; gradients max relative difference {a['grad_max_rel_diff']:.1e}")
+    lines.append(
+        f"same inputs and weights (eval mode): loss {a['loss_kmtlib']:.7g} vs {a['loss_reference']:.7g}, "
+        f"relative difference {a['loss_rel_diff']:.1e}; gradients max relative difference {a['grad_max_rel_diff']:.1e}"
+    )
     for t in result["targets"]:
         where = f" [{t['malloc']} allocator, {t['threads']} thread(s)]" if "malloc" in t else ""
         lines.append(f"  target: {t['target']}{where}: {t['value']:.3g} -> {t['status']}")

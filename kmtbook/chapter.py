@@ -84,7 +84,9 @@ def _assigned_names(source: str) -> list[str]:
         return []
     names = []
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         names += [t.id for t in targets if isinstance(t, ast.Name)]
     return names
 
@@ -117,8 +119,9 @@ def check_passed_parameters(declared: Sequence[str], passed: Sequence[str]) -> N
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     more = f" (nor are {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
     hint = f" Did you mean {close[0]}?" if close else ""
-    raise ParameterError(f"parameter {name} is not a parameter of this chapter{more}.{hint} "
-                         f"Its parameters are {', '.join(known)}.")
+    raise ParameterError(
+        f"parameter {name} is not a parameter of this chapter{more}.{hint} Its parameters are {', '.join(known)}."
+    )
 
 
 def _kernel_history() -> list[str] | None:
@@ -148,8 +151,17 @@ class Chapter:
         profiles: for every profile, the default of every size parameter.
     """
 
-    def __init__(self, stem: str, *, device: str, seed: int, profile: str, output_dir: str,
-                 sizes: Mapping[str, Any], profiles: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        stem: str,
+        *,
+        device: str,
+        seed: int,
+        profile: str,
+        output_dir: str,
+        sizes: Mapping[str, Any],
+        profiles: Mapping[str, Mapping[str, Any]],
+    ) -> None:
         self.started = time.perf_counter()
         self.stem = stem
         history = _kernel_history()
@@ -182,7 +194,9 @@ class Chapter:
         self.figures: list[str] = []
         # Names this run: printed by describe() into the executed notebook and stored in metrics.json,
         # so the book build can tell whether the files in output_dir belong to the page it renders.
-        self.run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{time.perf_counter_ns() % 10**6:06d}"
+        self.run_id = (
+            f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{time.perf_counter_ns() % 10**6:06d}"
+        )
 
     def __getitem__(self, name: str) -> Any:
         return self.sizes[name]
@@ -197,8 +211,10 @@ class Chapter:
         """One line naming the profile, device, seed and sizes (printed at the top of every chapter)."""
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         extra = f" (overridden: {', '.join(self.overridden)})" if self.overridden else ""
-        return (f"profile={self.profile}, device={self.device}, seed={self.seed}; {sizes}{extra}; "
-                f"output_dir={self.shown_output_dir}; run={self.run_id}")
+        return (
+            f"profile={self.profile}, device={self.device}, seed={self.seed}; {sizes}{extra}; "
+            f"output_dir={self.shown_output_dir}; run={self.run_id}"
+        )
 
     @property
     def shown_output_dir(self) -> str:
@@ -230,8 +246,10 @@ class Chapter:
             plain = _plain(value)
             where = _non_finite(plain)
             if where is not None:
-                raise ValueError(f"metric {name!r} is not a finite number{where}: {plain!r:.200}; "
-                                 "record None for a value that does not exist")
+                raise ValueError(
+                    f"metric {name!r} is not a finite number{where}: {plain!r:.200}; "
+                    "record None for a value that does not exist"
+                )
             self.metrics[name] = plain
 
     def write_metrics(self) -> Path:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kmtlib._checks import check_int
+
 from .chapter import find_repo_root
 
 INDEX_FILE = "index.json"
@@ -199,7 +200,7 @@ def seed_bands(
     drops step 0, as the paper's figures do (the untrained layer, and no training loss yet).
     """
     keys = [*by, "step"]
-    missing = sorted(set(keys + [value]) - set(logs.columns))
+    missing = sorted(set([*keys, value]) - set(logs.columns))
     if missing:
         raise KeyError(f"logs has no column(s) {missing}")
     data = logs[logs.step > 0] if drop_step0 else logs

@@ -62,7 +62,7 @@ RERUN_CLASS = "kmt-rerun"
 # --------------------------------------------------------------------------- placeholders
 
 
-class kmt_placeholder(nodes.General, nodes.Element):  # noqa: N801 (docutils naming)
+class kmt_placeholder(nodes.General, nodes.Element):
     """Stands for a table that can only be filled once every page has been read."""
 
 
@@ -86,7 +86,7 @@ def _placeholder_directive(kind: str) -> type[Directive]:
 # --------------------------------------------------------------------------- numbers from the build
 
 
-class kmt_metric(nodes.Inline, nodes.TextElement):  # noqa: N801 (docutils naming)
+class kmt_metric(nodes.Inline, nodes.TextElement):
     """A number of a chapter's metrics.json, filled in when every chapter has run."""
 
 
@@ -199,7 +199,7 @@ def _mathjax_source() -> Path | None:
     spec = importlib.util.find_spec("mathjax")
     if spec is None or not spec.submodule_search_locations:
         return None
-    es5 = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5"
+    es5 = Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax" / "es5"
     return es5 if (es5 / "tex-mml-chtml.js").is_file() else None
 
 
@@ -408,7 +408,7 @@ def downloaded_notebook_command(stem: str) -> str:
 
 
 def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
-    path, nb = _source_notebook(app, docname)
+    _path, nb = _source_notebook(app, docname)
     stem = Path(docname).name
     shown_source = posixpath.relpath(app.env.doc2path(docname), app.srcdir).replace(os.sep, "/")
     if app.config.kmt_chapter_suffix:

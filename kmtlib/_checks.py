@@ -55,7 +55,9 @@ def check_points(X: object, name: str = "X") -> torch.Tensor:
         raise TypeError(f"{name} must be float32 or float64, got {X.dtype}")
     B, n, d = X.shape
     if B < 1 or n < 1 or d < 1:
-        raise ValueError(f"{name} must have B >= 1 tasks, n >= 1 points and d >= 1 dimensions, got shape {tuple(X.shape)}")
+        raise ValueError(
+            f"{name} must have B >= 1 tasks, n >= 1 points and d >= 1 dimensions, got shape {tuple(X.shape)}"
+        )
     if not all_finite(X):
         raise ValueError(f"{name} contains NaN or inf values")
     return X
@@ -182,8 +184,10 @@ def check_robust_options(
     """Validate the options of robust k-means (the variant and its reference); return ``beta`` and
     the map's keyword options."""
     check_choice("robust map", map, SPARSE_MAPS)
-    beta = authors_inv_temperature(d) if inv_temperature is None else check_positive_float(
-        "inv_temperature", inv_temperature
+    beta = (
+        authors_inv_temperature(d)
+        if inv_temperature is None
+        else check_positive_float("inv_temperature", inv_temperature)
     )
     if map != "entmax":
         if alpha is not None:

@@ -62,7 +62,7 @@ def lowest_true_(mask: torch.Tensor, dim: int) -> torch.Tensor:
 def first_equal_key(keys: torch.Tensor) -> torch.Tensor | None:
     """For keys (B, r, D), the index (B, r) of the first key equal to each key (its own index when
     no earlier key equals it), or None when all keys of every task are distinct."""
-    B, r, D = keys.shape
+    B, r, _D = keys.shape
     if r < 2:
         return None
     if B * r * r > PAIRWISE_LIMIT:

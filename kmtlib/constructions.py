@@ -571,7 +571,8 @@ class _TokenPool:
         buf = torch.empty_like(tokens)  # (the same layout: row- or column-major)
         # keep the buffers still in use (they come back when the caller lets go of them); drop free
         # ones of another shape; at most MAX_BUFFERS
-        self.buffers = [b for b in self.buffers if not self._only_ours(b)][-(self.MAX_BUFFERS - 1) :] + [buf]
+        in_use = [b for b in self.buffers if not self._only_ours(b)]
+        self.buffers = [*in_use[-(self.MAX_BUFFERS - 1) :], buf]
         return buf.view(buf.shape)
 
     def clear(self) -> None:
@@ -632,7 +633,12 @@ def _residual_in_place(
         return False
     (rows_u, u, a), (rows_v, v, b) = increments
     target = tokens[..., rows_u]
-    if rows_u != rows_v or v.shape != target.shape or v.stride() != target.stride() or v.data_ptr() != target.data_ptr():
+    if (
+        rows_u != rows_v
+        or v.shape != target.shape
+        or v.stride() != target.stride()
+        or v.data_ptr() != target.data_ptr()
+    ):
         return False
     if u.shape != target.shape or u.is_inference() != target.is_inference() or not _dense(u):
         return False
@@ -830,8 +836,13 @@ def build_theorem_model(
     blocks = {
         "CAX": AttentionBlock("CAX", **weights["CAX"], score=attention, gamma=gamma, scale=scale),
         "SAX": AttentionBlock(
-            "SAX", **weights["SAX"], score=attention, gamma=sa_gamma, scale=scale,
-            self_attention=True, identity=identity,
+            "SAX",
+            **weights["SAX"],
+            score=attention,
+            gamma=sa_gamma,
+            scale=scale,
+            self_attention=True,
+            identity=identity,
         ),
         "CAC": AttentionBlock(
             "CAC",
@@ -842,8 +853,13 @@ def build_theorem_model(
             scale=scale,
         ),
         "SAC": AttentionBlock(
-            "SAC", **weights["SAC"], score=attention, gamma=sa_gamma, scale=scale,
-            self_attention=True, identity=identity,
+            "SAC",
+            **weights["SAC"],
+            score=attention,
+            gamma=sa_gamma,
+            scale=scale,
+            self_attention=True,
+            identity=identity,
         ),
     }
     ffn = RectifiedQuadraticFFN(**weights["FFN"]) if attention == "dot" else None

@@ -44,13 +44,18 @@ class MultistepEvaluation:
 
 
 @torch.no_grad()
-def model_objectives(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, batch_size: int = 32) -> torch.Tensor:
+def model_objectives(
+    model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, batch_size: int = 32
+) -> torch.Tensor:
     """The model's objective (B, T+1) over ``steps`` re-embedded steps, in eval mode, computed in
     chunks of ``batch_size`` tasks (the self-attention of a chunk is batch_size * n^2 numbers)."""
     was_training = model.training
     model.eval()
     try:
-        parts = [model(X[i : i + batch_size], C0[i : i + batch_size], steps=steps).objective for i in range(0, X.shape[0], batch_size)]
+        parts = [
+            model(X[i : i + batch_size], C0[i : i + batch_size], steps=steps).objective
+            for i in range(0, X.shape[0], batch_size)
+        ]
     finally:
         model.train(was_training)
     return torch.cat(parts)

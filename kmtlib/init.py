@@ -27,7 +27,7 @@ def _kmeans_plus_plus(X: torch.Tensor, k: int, g: torch.Generator | None) -> tor
     The D^2 weights are computed on the points divided by a power of two where their squares
     (or the sum of n of them) would leave the dtype's range: the same probabilities (the
     division is exact), no overflow to inf and no underflow to a degenerate all-zero row."""
-    B, n, d = X.shape
+    B, n, _d = X.shape
     e = range_exponents(X, terms=n)
     S = X if e is None else times_power_of_two(X, -e)  # (the distances are taken on S, the centres from X)
     first = torch.randint(0, n, (B, 1), generator=g, device=X.device)

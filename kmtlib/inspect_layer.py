@@ -158,7 +158,7 @@ def qk_structure(M: torch.Tensor, d: int) -> dict[str, float]:
 
     out = {}
     out["data_diag"], out["data_off"] = diag_off(A[:d, :d])
-    if D > d:
+    if d < D:
         out["id_diag"], out["id_off"] = diag_off(A[d:, d:])
         out["cross"] = float(torch.cat([A[:d, d:].flatten(), A[d:, :d].flatten()]).mean())
     return out

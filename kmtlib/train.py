@@ -84,10 +84,19 @@ from .init import init_centers
 from .learned import EMBEDDINGS
 from .lloyd import lloyd
 from .losses import _smoothed_objective
-from .model_file import CHECKPOINT_FORMAT, MODEL_FORMAT, ModelFileError, build_model, check_state_dict, describe_contents, read_torch_file
+from .model_file import (
+    CHECKPOINT_FORMAT,
+    MODEL_FORMAT,
+    ModelFileError,
+    build_model,
+    check_state_dict,
+    describe_contents,
+    read_torch_file,
+)
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
 from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
+
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 PAPER_SEEDS: tuple[int, ...] = (
     153476998, 235510766, 205084180, 129959864, 149896109,
@@ -449,7 +458,7 @@ def _run_lock(out: Path):
     except ImportError:  # not on POSIX: no locking
         yield
         return
-    handle = open(out / ".lock", "a")
+    handle = open(out / ".lock", "a")  # noqa: SIM115 (held across the yield below, closed in its finally)
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -22,11 +22,11 @@ import torch
 from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
-from .embedding import Embedding
 from ._numerics import lowest_true_
 from ._scratch import Scratch, same_storage
-from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
+from .embedding import Embedding
 from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
+from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from .results import ClusteringResult
 
 
@@ -88,7 +88,9 @@ class KMeansTransformer(nn.Module):
         return self.embedding.width
 
     def extra_repr(self) -> str:
-        return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, builder={self.config.get('builder')}"
+        return (
+            f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, builder={self.config.get('builder')}"
+        )
 
     # ------------------------------------------------------------------ running
     def _check_inputs(self, X: torch.Tensor, C0: torch.Tensor) -> None:
@@ -104,7 +106,9 @@ class KMeansTransformer(nn.Module):
             if p.dtype != X.dtype:
                 raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")
             if p.device != X.device:
-                raise ValueError(f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)")
+                raise ValueError(
+                    f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)"
+                )
             break
 
     def step(self, X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -133,8 +137,10 @@ class KMeansTransformer(nn.Module):
         # Without autograd a layer that can update the point tokens in place may do so: they were
         # made here by the embedding and nobody else holds them (saves a copy of all n tokens).
         advance = getattr(self.layer, "advance_", None)
-        if advance is None or (torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad)) or any(
-            p.requires_grad for p in self.parameters()
+        if (
+            advance is None
+            or (torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad))
+            or any(p.requires_grad for p in self.parameters())
         ):
             advance = self.layer
         scratch = Scratch()

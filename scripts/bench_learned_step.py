@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.training_bench import time_steps  # noqa: E402
+from benchmarks.training_bench import time_steps
 
 
 def main() -> None:
@@ -31,7 +31,9 @@ def main() -> None:
         from kmtlib.train import tune_malloc
 
         tune_malloc()
-    r = time_steps(args.n, args.d, args.k, args.batch, embedding=args.embedding, threads=args.threads, repeats=args.repeats)
+    r = time_steps(
+        args.n, args.d, args.k, args.batch, embedding=args.embedding, threads=args.threads, repeats=args.repeats
+    )
     print(f"kmtlib     {r['kmtlib']['median_s'] * 1e3:8.1f} ms/step (min {r['kmtlib']['min_s'] * 1e3:.1f})")
     print(f"reference  {r['reference']['median_s'] * 1e3:8.1f} ms/step (min {r['reference']['min_s'] * 1e3:.1f})")
     print(f"speed-up {r['speedup']:.2f}x (of minima {r['speedup_of_minima']:.2f}x), threads={args.threads}")

@@ -113,7 +113,8 @@ def _readme(index: dict) -> str:
         "",
         "**Shortened.** The paper trains every run for 10 000 steps over 10 seeds. These runs were trained",
         f"for {', '.join(map(str, steps)) or '-'} steps, for the seeds {', '.join(map(str, seeds)) or '-'},",
-        "on a 2-core CPU (one thread per run); every other setting is the paper's (n = 512, batch 32, Adam 0.01, gamma 1,",
+        "on a 2-core CPU (one thread per run); every other setting is the paper's "
+        "(n = 512, batch 32, Adam 0.01, gamma 1,",
         "dropout 0.01, evaluation every 50 steps on 10 x 32 validation tasks, ReduceLROnPlateau 0.5 / 5).",
         "The k = 10 column of the k sweep is not here: the chapter takes it from the paper-length runs in",
         "`data/weights/` (d = 32, k = 10, inverse loss temperature 10), truncated to the sweep length.",
@@ -122,8 +123,10 @@ def _readme(index: dict) -> str:
         f"and two token widths, {hours:.1f} CPU-hours of training; {', '.join(versions) or '-'}.",
     ]
     if diverged:
-        lines += ["", "Runs whose loss became non-finite (log only, status `diverged` in the index): "
-                  f"{', '.join(diverged)}."]
+        lines += [
+            "",
+            f"Runs whose loss became non-finite (log only, status `diverged` in the index): {', '.join(diverged)}.",
+        ]
     lines += [
         "",
         "Made with",

@@ -172,7 +172,8 @@ def chromium() -> Iterator:
 # What one page looks like once loaded and typeset; returned to Python as JSON.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
-const settle = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise : Promise.resolve();
+const settle = (window.MathJax && MathJax.startup && MathJax.startup.promise)
+  ? MathJax.startup.promise : Promise.resolve();
 Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
   const imgs = [...document.images];
   const mathEls = [...document.querySelectorAll('.math')];
@@ -195,13 +196,15 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
     mathUnrendered: mathEls.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
     mathErrors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 80)),
     unresolvedXrefs: xrefs.map(e => e.textContent.slice(0, 80)),
-    questionMarks: [...document.querySelectorAll('main a, article a')].filter(a => /^\?\?$|^Fig\. \?/.test(a.textContent.trim())).map(a => a.textContent),
+    questionMarks: [...document.querySelectorAll('main a, article a')]
+      .filter(a => /^\?\?$|^Fig\. \?/.test(a.textContent.trim())).map(a => a.textContent),
     links: links,
     external: [...document.querySelectorAll('script[src], link[rel=stylesheet][href], img[src]')]
       .map(e => e.src || e.href).filter(u => u && !u.startsWith(location.origin) && !u.startsWith('data:')),
     rerunBox: (document.querySelector('.kmt-rerun') || {}).textContent || '',
     overview: ([...document.querySelectorAll('.admonition')].find(
-      a => /in this chapter/i.test((a.querySelector('.admonition-title') || {}).textContent || '')) || {}).textContent || '',
+      a => /in this chapter/i.test((a.querySelector('.admonition-title') || {}).textContent || ''))
+      || {}).textContent || '',
     rerunAfterOverview: (() => {
       const box = document.querySelector('.kmt-rerun');
       const prev = box && box.previousElementSibling;
@@ -220,8 +223,12 @@ def probe(driver, url: str, redirects_to: str | None = None) -> dict:
     if redirects_to is not None:
         from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(driver, 20).until(lambda d: d.current_url.split("#")[0].endswith(redirects_to)
-                                        and d.execute_script("return document.readyState") == "complete")
+        WebDriverWait(driver, 20).until(
+            lambda d: (
+                d.current_url.split("#")[0].endswith(redirects_to)
+                and d.execute_script("return document.readyState") == "complete"
+            )
+        )
     result = driver.execute_async_script(PAGE_PROBE)
     result["url"] = driver.current_url
     result["console"] = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]

@@ -165,7 +165,8 @@ def check_08(m: Metrics) -> None:
                                  "fig-dynamics-k", "fig-dynamics-d", "fig-dynamics-live"}
     # The live runs: same seed, so the same untrained layer and validation tasks at step 0.
     for tag in ("a", "b"):
-        assert len(m[f"live_{tag}_val_rel_objective"]) == 3 and _finite(m[f"live_{tag}_val_rel_objective"])  # steps 0, 10, 20
+        curve = m[f"live_{tag}_val_rel_objective"]
+        assert len(curve) == 3 and _finite(curve)  # steps 0, 10, 20
         assert _finite(m[f"live_{tag}_train_loss_window"])
     assert abs(m["live_a_val_rel_objective"][0] - m["live_b_val_rel_objective"][0]) < 1e-9
     assert m["live_a_inv_temp"] != m["live_b_inv_temp"]
@@ -178,12 +179,20 @@ def check_08(m: Metrics) -> None:
     assert m["main_onehot_final_rel"] < 1 < m["main_none_final_rel"]
     assert m["main_onehot_seeds"] >= 1 and m["main_none_seeds"] >= 1
     assert len(m["main_onehot_median_rel"]) == len(m["main_steps"]) and _finite(m["main_onehot_median_rel"])
-    assert 0 <= m["width_d_worse"] <= m["width_pairs"] and 0 <= m["temperature_monotone"] <= m["temperature_tested"] <= 4
+    assert (
+        0 <= m["width_d_worse"] <= m["width_pairs"] and 0 <= m["temperature_monotone"] <= m["temperature_tested"] <= 4
+    )
 
 
 def check_10(m: Metrics) -> None:
-    assert set(m["figures"]) == {"fig-variant-soft", "fig-variant-spherical", "fig-variant-trimmed",
-                                 "fig-variant-robust", "fig-variant-kmedoids", "fig-variant-comparison"}
+    assert set(m["figures"]) == {
+        "fig-variant-soft",
+        "fig-variant-spherical",
+        "fig-variant-trimmed",
+        "fig-variant-robust",
+        "fig-variant-kmedoids",
+        "fig-variant-comparison",
+    }
     # Every circuit equals its reference (float64) and the references equal the peers.
     assert m["soft_all_finite"] is True and m["soft_max_diff"] <= 1e-10 and m["soft_gamma1e8_vs_lloyd"] <= 1e-9
     # (the comparisons run on the tasks whose assignments have a margin: ties are decided by rounding)
@@ -218,14 +227,27 @@ def check_10(m: Metrics) -> None:
 
 def check_09(m: Metrics) -> None:
     assert m["param_n_tasks"] == 20, "explicit n_tasks must override the quick profile"
-    assert set(m["figures"]) == {"fig-inside-weights", "fig-inside-attention", "fig-inside-softness",
-                                 "fig-inside-moves", "fig-inside-gain"}
+    assert set(m["figures"]) == {
+        "fig-inside-weights",
+        "fig-inside-attention",
+        "fig-inside-softness",
+        "fig-inside-moves",
+        "fig-inside-gain",
+    }
     assert m["n_seeds_onehot"] == 1 and m["n_seeds_none"] == 1, "the quick profile uses one shipped seed"
     # The theorem limit model gives the known answers: hard maps, resets, the cluster mean.
     for state in ("init", "lloyd"):
-        for key in ("CAX_effective_centres", "CAX_argmax_eq_nearest", "SAX_self_weight", "CAC_own_cluster_mass",
-                    "CAC_effective_points_per_size", "CAC_column_argmax_eq_nearest", "scratch_argmax_eq_nearest",
-                    "SAC_self_weight", "SAX_own_cluster_mass"):
+        for key in (
+            "CAX_effective_centres",
+            "CAX_argmax_eq_nearest",
+            "SAX_self_weight",
+            "CAC_own_cluster_mass",
+            "CAC_effective_points_per_size",
+            "CAC_column_argmax_eq_nearest",
+            "scratch_argmax_eq_nearest",
+            "SAC_self_weight",
+            "SAX_own_cluster_mass",
+        ):
             assert abs(m[f"{state}_theorem_{key}"] - 1) < 1e-9, (state, key)
         assert m[f"{state}_theorem_point_data_shift"] == 0 and m[f"{state}_theorem_share_relocated"] == 0
         assert m[f"{state}_theorem_distance_to_cluster_mean"] < 1e-9
@@ -269,8 +291,12 @@ def check_11(m: Metrics) -> None:
     assert m["run_seconds_per_step"] > 0 and m["run_full_extrapolated_s"] > 0 and len(m["run_window_s"]) >= 2
     assert m["run_threads"] == 1 and m["run_full_extrapolated_cpu_s"] > 0
     for threads in (1, max(m["sweep_threads"])):
-        for key in ("many_small_transformer_float32_over_lloyd_float32", "one_large_transformer_float64_over_lloyd_float64",
-                    "many_small_sklearn_float64_over_transformer_float64", "one_large_lloyd_float32_over_sklearn_float32"):
+        for key in (
+            "many_small_transformer_float32_over_lloyd_float32",
+            "one_large_transformer_float64_over_lloyd_float64",
+            "many_small_sklearn_float64_over_transformer_float64",
+            "one_large_lloyd_float32_over_sklearn_float32",
+        ):
             assert m[f"lloyd_t{threads}_{key}"] > 0, (threads, key)
     # the shipped, measured full runs: 10 000 steps with evaluations, wall times from their manifests
     assert len(m["measured_full_run_s"]) >= 1 and set(m["measured_full_run_steps"]) == {10_000}

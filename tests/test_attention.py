@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -80,7 +81,7 @@ def test_softmax_tends_to_hard_attention():
     s = torch.tensor([[[0.0, -1.0, -0.5, -3.0], [2.0, 2.0, 1.0, -1.0]]], dtype=F64)
     hard = hard_attention(s)
     gaps = [(softmax_attention(s, g) - hard).abs().max().item() for g in (1.0, 10.0, 100.0, 1e4)]
-    assert all(a > b for a, b in zip(gaps, gaps[1:]))
+    assert all(a > b for a, b in itertools.pairwise(gaps))
     assert gaps[-1] < 1e-12
     assert torch.equal(softmax_attention(s, math.inf), hard)
 

@@ -96,9 +96,13 @@ def test_the_parameters_papermill_injected_are_read_from_the_history():
 
 
 def test_a_misspelt_parameter_is_named_with_the_closest_one():
-    with pytest.raises(ParameterError, match="parameter n_taks is not a parameter of this chapter. Did you mean n_tasks?"):
+    with pytest.raises(
+        ParameterError, match=r"parameter n_taks is not a parameter of this chapter. Did you mean n_tasks?"
+    ):
         check_passed_parameters(["device", "seed", "n_tasks"], ["seed", "n_taks"])
-    with pytest.raises(ParameterError, match=r"parameter colour is not .*\(nor are speed\)\. Its parameters are device"):
+    with pytest.raises(
+        ParameterError, match=r"parameter colour is not .*\(nor are speed\)\. Its parameters are device"
+    ):
         check_passed_parameters(["device", "seed"], ["colour", "speed"])
     check_passed_parameters(["device", "seed", "n_tasks"], ["seed", "n_tasks"])  # known names pass
 
@@ -107,7 +111,7 @@ def test_a_chapter_in_a_kernel_refuses_an_injected_unknown_parameter(tmp_path, m
     import kmtbook.chapter as book
 
     monkeypatch.setattr(book, "_kernel_history", lambda: ["", "n: int = 0  # size", "# Parameters\nnn = 5\n", ""])
-    with pytest.raises(ParameterError, match="parameter nn is not a parameter of this chapter. Did you mean n?"):
+    with pytest.raises(ParameterError, match=r"parameter nn is not a parameter of this chapter. Did you mean n?"):
         _chapter(tmp_path)
     monkeypatch.setattr(book, "_kernel_history", lambda: ["", "n: int = 0  # size", "# Parameters\nn = 5\n", ""])
     assert _chapter(tmp_path, n=5)["n"] == 5
@@ -118,15 +122,23 @@ def test_a_chapter_in_a_kernel_refuses_an_injected_unknown_parameter(tmp_path, m
 
 def test_the_output_folder_is_printed_relative_to_the_repository(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO / "book")
-    chapter = Chapter("00_test", device="cpu", seed=1, profile="quick", output_dir="", sizes={"n": 0},
-                      profiles=PROFILES)
+    chapter = Chapter(
+        "00_test", device="cpu", seed=1, profile="quick", output_dir="", sizes={"n": 0}, profiles=PROFILES
+    )
     try:
         assert chapter.output_dir == REPO / "results" / "00_test"
         assert "output_dir=results/00_test;" in chapter.describe()
         assert parse_describe(chapter.describe())["output_dir"] == "results/00_test"
         # a relative folder is taken from the repository root, not from the chapter's cwd book/
-        relative = Chapter("00_test", device="cpu", seed=1, profile="quick", output_dir="results/00_test",
-                           sizes={"n": 0}, profiles=PROFILES)
+        relative = Chapter(
+            "00_test",
+            device="cpu",
+            seed=1,
+            profile="quick",
+            output_dir="results/00_test",
+            sizes={"n": 0},
+            profiles=PROFILES,
+        )
         assert relative.output_dir == REPO / "results" / "00_test"
         # a folder outside the repository is the reader's own choice: printed as given
         outside = _chapter(tmp_path)

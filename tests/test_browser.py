@@ -19,10 +19,9 @@ import re
 import tomllib
 from pathlib import Path
 
+import _book_site as site
 import pytest
 import yaml
-
-import _book_site as site
 from chapter_cases import CASES
 
 IGNORED_CONSOLE = (
@@ -66,12 +65,14 @@ def base(html: Path):
 @pytest.fixture(scope="module")
 def pages(html: Path, base: str) -> dict[str, dict]:
     """Every page of the book, loaded and probed once: page path -> what the browser saw."""
-    names = ["index.html"] + sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))
+    names = ["index.html", *sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))]
     seen = {}
     with site.chromium() as driver:
         for name in names:
             # The root index.html only redirects (meta refresh) to the book's first page.
-            seen[name] = site.probe(driver, base + name, redirects_to="book/index.html" if name == "index.html" else None)
+            seen[name] = site.probe(
+                driver, base + name, redirects_to="book/index.html" if name == "index.html" else None
+            )
             seen[name]["base"] = base
     return seen
 
@@ -190,8 +191,12 @@ def test_downloaded_notebook_runs_under_papermill(pages, html, tmp_path):
     assert any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), "it is the executed notebook"
     parameters, check = CASES[f"{stem}.md"]
     out = tmp_path / "run"
-    site.run_chapter(notebook, out, {"device": _device(), "profile": "quick", "seed": 5,
-                                     "output_dir": str(out / "results"), **parameters}, cwd=tmp_path)
+    site.run_chapter(
+        notebook,
+        out,
+        {"device": _device(), "profile": "quick", "seed": 5, "output_dir": str(out / "results"), **parameters},
+        cwd=tmp_path,
+    )
     metrics = json.loads((out / "results" / "metrics.json").read_text())
     assert metrics["chapter"] == stem and metrics["seed"] == 5
     check(metrics)

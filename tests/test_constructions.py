@@ -7,6 +7,7 @@ run) falls below MARGIN are rejected before comparing.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -97,7 +98,7 @@ class Batch:
 def _tie_free_batches() -> list[Batch]:
     g = torch.Generator().manual_seed(2506_19125)
     batches = []
-    for i, (n, d, k, T) in enumerate(SHAPES):
+    for _i, (n, d, k, T) in enumerate(SHAPES):
         clustered = kmtlib.sample_tasks(PER_SHAPE, n, d, max(k, 2), generator=g, dtype=F64)
         uniform = torch.rand(PER_SHAPE, n, d, generator=g, dtype=F64)
         X = torch.where((torch.arange(PER_SHAPE) % 2 == 0).view(-1, 1, 1), clustered, uniform)
@@ -265,7 +266,7 @@ def test_finite_gamma_gap_shrinks_as_gamma_grows(options):
             # soft assignments: not one-hot, still distributions over the centres
             assert ((out.assignments > 0) & (out.assignments < 1)).any()
             torch.testing.assert_close(out.assignments.sum(-1), torch.ones(48, 60, dtype=F64), rtol=0, atol=1e-9)
-    assert all(a > b for a, b in zip(gaps, gaps[1:])), f"gaps {gaps} do not shrink"
+    assert all(a > b for a, b in itertools.pairwise(gaps)), f"gaps {gaps} do not shrink"
     assert gaps[0] > 0.1 and gaps[-1] < 5e-3
 
 
@@ -453,7 +454,8 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n):
             # in place or copied: the same operations, bitwise the same tokens
             for layout in ("rows", "columns"):
                 P, Ct = paths[layout]
-                assert torch.equal(paths[f"{layout} in place"][0], P) and torch.equal(paths[f"{layout} in place"][1], Ct)
+                in_place = paths[f"{layout} in place"]
+                assert torch.equal(in_place[0], P) and torch.equal(in_place[1], Ct)
             # rows or columns: BLAS may sum the products over the points in another order, so the
             # centres may differ in the last bits; the hard assignments of the limit models may not
             (Pr, Cr), (Pc, Cc) = paths["rows"], paths["columns"]
@@ -552,7 +554,7 @@ def test_bad_inputs_raise_clear_errors():
         model(torch.rand(2, 10, 3, dtype=F64), torch.rand(2, 3, 3, dtype=F64))
     with pytest.raises(ValueError, match="k=3"):
         model(X, X[:, :2])
-    with pytest.raises(TypeError, match="float32.*float64|model.to"):
+    with pytest.raises(TypeError, match=r"float32.*float64|model.to"):
         KMeansTransformer.from_theorem(2, 3).to(torch.float32)(X, X[:, :3])
     with pytest.raises(TypeError, match="unexpected keyword"):
         KMeansTransformer.from_theorem(2, 3, temperature=3.0)
@@ -561,8 +563,16 @@ def test_bad_inputs_raise_clear_errors():
 # ----------------------------------------------------------------------------- CUDA
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("options", [dict(), dict(centre_update="attention"), dict(attention="dot"),
-                                     dict(gamma=100.0), dict(gamma=1e4, centre_update="attention")])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(centre_update="attention"),
+        dict(attention="dot"),
+        dict(gamma=100.0),
+        dict(gamma=1e4, centre_update="attention"),
+    ],
+)
 def test_cuda_equals_cpu(options):
     X = kmtlib.sample_tasks(64, 80, 3, 5, generator=16, dtype=F64)
     C0 = kmtlib.init_centers(X, 5, generator=17)

@@ -26,8 +26,8 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib import KMeansTransformer, ModelFileError, load_model
 from kmtbook.shipped import shipped_runs
+from kmtlib import KMeansTransformer, ModelFileError, load_model
 from kmtlib.train import RunFolderError, load_checkpoint_model, main, read_log, train
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
@@ -222,7 +222,7 @@ def test_resume_refuses_what_it_cannot_repair_before_anything_runs(runs, tmp_pat
     assert _snapshot(folder) == before  # nothing trained, nothing repaired, nothing removed
     # the command line says the same in one "error: ..." line, with a non-zero exit
     with pytest.raises(SystemExit) as exit_info:
-        main(CLI + ["--steps", str(STEPS), "--resume", "--out", str(folder)])
+        main([*CLI, "--steps", str(STEPS), "--resume", "--out", str(folder)])
     assert str(exit_info.value).startswith("error: ") and "\n" not in str(exit_info.value)
     assert _snapshot(folder) == before
 
@@ -273,7 +273,7 @@ def test_cli_refuses_a_damaged_folder_in_one_error_line(runs, tmp_path):
 def test_an_empty_run_folder_is_refused(out, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit, match="error: --out must name a run folder"):
-        main(CLI + ["--steps", "5", "--out", out])
+        main([*CLI, "--steps", "5", "--out", out])
     with pytest.raises(ValueError, match="must be a non-empty path"):
         train(dict(TINY, steps=5), out, quiet=True)
     assert list(tmp_path.iterdir()) == []  # nothing written into the working directory
@@ -289,7 +289,7 @@ def test_an_empty_run_folder_is_refused(out, tmp_path, monkeypatch):
 ])
 def test_bad_arguments_are_refused_before_the_folder_is_made(args, said, tmp_path):
     with pytest.raises(SystemExit, match=said):
-        main(CLI + ["--steps", "5", *args, "--out", str(tmp_path / "new")])
+        main([*CLI, "--steps", "5", *args, "--out", str(tmp_path / "new")])
     assert not (tmp_path / "new").exists()
 
 
@@ -297,7 +297,7 @@ def test_a_folder_holding_a_run_is_not_overwritten_without_overwrite(runs, tmp_p
     folder = _copy(runs, tmp_path)
     before = _snapshot(folder)
     with pytest.raises(SystemExit, match=r"error: .* already holds a training run \(log\.csv, last\.pt.*--resume.*--overwrite"):
-        main(CLI + ["--steps", "5", "--out", str(folder)])
+        main([*CLI, "--steps", "5", "--out", str(folder)])
     assert _snapshot(folder) == before
     only_log = tmp_path / "only_log"  # a log alone (say, copied in) is protected as well
     only_log.mkdir()
@@ -308,13 +308,13 @@ def test_a_folder_holding_a_run_is_not_overwritten_without_overwrite(runs, tmp_p
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     with pytest.raises(SystemExit, match="exists and is not a folder"):
-        main(CLI + ["--steps", "5", "--out", str(a_file)])
+        main([*CLI, "--steps", "5", "--out", str(a_file)])
 
 
 def test_overwrite_starts_again_as_a_fresh_run(runs, tmp_path):
     folder = _copy(runs, tmp_path)
     (folder / ".best.pt.zz.tmp").write_bytes(b"")
-    summary = main(CLI + ["--steps", "10", "--overwrite", "--out", str(folder)])
+    summary = main([*CLI, "--steps", "10", "--overwrite", "--out", str(folder)])
     assert summary["status"] == "finished" and any("--overwrite: deleted the previous run's" in n for n in summary["notes"])
     fresh = train(dict(TINY, steps=10), tmp_path / "fresh", quiet=True)
     assert fresh["notes"] == []

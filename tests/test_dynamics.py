@@ -106,7 +106,7 @@ def test_run_table_scans_manifests_and_skips_unfinished(tmp_path):
 
 
 def test_run_table_missing_folder_says_how_to_make_runs(tmp_path):
-    with pytest.raises(FileNotFoundError, match="train_dynamics.sh"):
+    with pytest.raises(FileNotFoundError, match=r"train_dynamics.sh"):
         run_table(tmp_path / "absent")
     with pytest.raises(FileNotFoundError, match="no finished training run"):
         run_table(tmp_path)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _pyproject_requirements() -> dict[str, Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(project["dependencies"])
-    for extra in ("nb", "variants", "book", "test", "bench"):
+    for extra in ("nb", "variants", "book", "test", "bench", "lint"):
         reqs += [r for r in project["optional-dependencies"][extra] if not r.startswith("kmtlib")]
     return {Requirement(r).name.lower(): Requirement(r) for r in reqs}
 
@@ -73,7 +73,17 @@ def test_jupyter_book_is_pinned_to_1x():
 # in passes every test run in a richer environment and fails on a newcomer's machine, so the
 # imports of each session's code are checked against the requirements its extra reaches.
 
-LOCAL_MODULES = {"kmtlib", "kmtbook", "benchmarks", "tests", "conftest", "noxfile", "_helpers", "_book_site", "chapter_cases"}
+LOCAL_MODULES = {
+    "kmtlib",
+    "kmtbook",
+    "benchmarks",
+    "tests",
+    "conftest",
+    "noxfile",
+    "_helpers",
+    "_book_site",
+    "chapter_cases",
+}
 
 
 def _imported_modules(source: str) -> set[str]:
@@ -101,12 +111,15 @@ def _session_imports(session: str) -> dict[str, set[str]]:
     import sys
 
     files = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "kmtlib").rglob("*.py"))}
-    if session in ("book", "test"):
+    if session in ("book", "test", "lint"):  # (lint: what mypy reads, kmtlib and kmtbook)
         files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "kmtbook").rglob("*.py"))}
     files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "benchmarks").rglob("*.py"))}
     if session in ("book", "test"):
-        files |= {p: _chapter_code(p) for p in sorted((ROOT / "book").glob("*.md"))
-                  if p.read_text(encoding="utf-8").startswith("---\njupytext:")}
+        files |= {
+            p: _chapter_code(p)
+            for p in sorted((ROOT / "book").glob("*.md"))
+            if p.read_text(encoding="utf-8").startswith("---\njupytext:")
+        }
     if session == "test":
         files |= {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests").glob("*.py"))}
     modules: dict[str, set[str]] = {}
@@ -139,7 +152,8 @@ def _reachable_distributions(requirement: str) -> set[str]:
         if name == "kmtlib":  # this checkout's own list, not the metadata of an older install
             project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
             requires = list(project["dependencies"]) + [
-                f"{r}; extra == '{e}'" for e, rs in project["optional-dependencies"].items() for r in rs]
+                f"{r}; extra == '{e}'" for e, rs in project["optional-dependencies"].items() for r in rs
+            ]
         else:
             try:
                 requires = importlib.metadata.distribution(name).requires or []
@@ -152,7 +166,7 @@ def _reachable_distributions(requirement: str) -> set[str]:
     return {key.split("[")[0] for key in seen}
 
 
-@pytest.mark.parametrize("session, extra", [("book", "book"), ("test", "test"), ("bench", "bench")])
+@pytest.mark.parametrize("session, extra", [("book", "book"), ("test", "test"), ("bench", "bench"), ("lint", "lint")])
 def test_each_sessions_extra_holds_what_the_session_imports(session, extra):
     import importlib.metadata
 
@@ -235,8 +249,11 @@ def test_the_reference_algorithms_import_no_circuit():
 
 def test_the_circuit_import_check_sees_relative_and_absolute_imports():
     """The check above would have caught the option checks the references once imported."""
-    for source in ("def f():\n    from ..variants.robust import check_robust_options\n",
-                   "from .. import constructions\n", "import kmtlib.variants.kmedoids\n",
-                   "from kmtlib.transformer import KMeansTransformer\n"):
+    for source in (
+        "def f():\n    from ..variants.robust import check_robust_options\n",
+        "from .. import constructions\n",
+        "import kmtlib.variants.kmedoids\n",
+        "from kmtlib.transformer import KMeansTransformer\n",
+    ):
         assert any(_is_circuit(m) for m in _absolute_imports(source, "kmtlib.reference")), source
     assert not any(_is_circuit(m) for m in _absolute_imports("from .._checks import check_tau\n", "kmtlib.reference"))

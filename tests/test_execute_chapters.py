@@ -68,11 +68,10 @@ def _outputs(nb) -> str:
 def test_the_book_reader_and_the_cache_reader_key_every_chapter_alike():
     """myst-nb reads a chapter with the book's Markdown settings; the ahead-of-time run reads it with
     the cache plugin's defaults. Both must give the same cache key, or the build runs it again."""
+    import yaml
     from jupyter_cache.cache.main import JupyterCacheBase
     from myst_nb.core.read import read_myst_markdown_notebook
     from myst_parser.config.main import MdParserConfig
-
-    import yaml
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     md_config = MdParserConfig(enable_extensions=set(config["parse"]["myst_enable_extensions"]))
@@ -112,8 +111,12 @@ def test_chapters_run_with_one_thread_in_their_order_and_timing_chapters_alone(t
 def test_a_failing_chapter_fails_the_command_and_is_not_cached(tmp_path):
     root = _tiny_book(tmp_path, {"ch_ok": ("", "print('ok')"), "ch_bad": ("", "raise RuntimeError('planted failure')")})
     cache = tmp_path / "cache"
-    result = subprocess.run([sys.executable, "-m", "kmtbook.execute_chapters", "--root", str(root), "--cache", str(cache)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "kmtbook.execute_chapters", "--root", str(root), "--cache", str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert "error: book/ch_bad failed" in result.stderr and "planted failure" in result.stderr
     assert "ch_ok done" in result.stdout
@@ -127,8 +130,12 @@ def test_the_build_renders_the_chapters_executed_ahead_without_running_them(tmp_
     out = tmp_path / "out"
     ec.execute_chapters(root, out / "_build" / ".jupyter_cache", jobs=1, log=lambda m: None)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")  # the one beside this Python
-    result = subprocess.run([str(jupyter_book), "build", str(root), "-W", "-n", "--path-output", str(out)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(jupyter_book), "build", str(root), "-W", "-n", "--path-output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Using cached notebook" in result.stdout and "Executing notebook" not in result.stdout
     html = (out / "_build" / "html" / "book" / "ch_a.html").read_text()
@@ -136,23 +143,29 @@ def test_the_build_renders_the_chapters_executed_ahead_without_running_them(tmp_
 
 
 def test_bad_arguments_are_refused(tmp_path):
-    for args, message in [(["--root", str(tmp_path), "--cache", str(tmp_path / "c")], "no _toc.yml"),
-                          (["--root", str(ROOT), "--cache", str(tmp_path / "c"), "--jobs", "0"], "--jobs")]:
-        result = subprocess.run([sys.executable, "-m", "kmtbook.execute_chapters", *args],
-                                capture_output=True, text=True, timeout=60)
+    for args, message in [
+        (["--root", str(tmp_path), "--cache", str(tmp_path / "c")], "no _toc.yml"),
+        (["--root", str(ROOT), "--cache", str(tmp_path / "c"), "--jobs", "0"], "--jobs"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "kmtbook.execute_chapters", *args], capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 2 and message in result.stderr
 
 
 def test_two_chapters_run_side_by_side(tmp_path):
     """With two jobs, two chapters that each wait for the other's file can only finish together."""
-    wait_for = ("import pathlib, time\n"
-                "pathlib.Path('{mine}').touch()\n"
-                "deadline = time.time() + 60\n"
-                "while not pathlib.Path('{other}').exists() and time.time() < deadline:\n"
-                "    time.sleep(0.1)\n"
-                "assert pathlib.Path('{other}').exists(), 'ran alone'\n")
+    wait_for = (
+        "import pathlib, time\n"
+        "pathlib.Path('{mine}').touch()\n"
+        "deadline = time.time() + 60\n"
+        "while not pathlib.Path('{other}').exists() and time.time() < deadline:\n"
+        "    time.sleep(0.1)\n"
+        "assert pathlib.Path('{other}').exists(), 'ran alone'\n"
+    )
     a, b = tmp_path / "a.flag", tmp_path / "b.flag"
-    root = _tiny_book(tmp_path, {"ch_a": ("", wait_for.format(mine=a, other=b)),
-                                 "ch_b": ("", wait_for.format(mine=b, other=a))})
+    root = _tiny_book(
+        tmp_path, {"ch_a": ("", wait_for.format(mine=a, other=b)), "ch_b": ("", wait_for.format(mine=b, other=a))}
+    )
     outcomes = ec.execute_chapters(root, tmp_path / "cache", jobs=2, log=lambda m: None)
     assert [o.error for o in outcomes] == [None, None]

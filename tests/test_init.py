@@ -57,7 +57,9 @@ def test_kmeanspp_third_centre_uses_distance_to_the_nearest_chosen():
     for i, j in itertools.permutations(range(n), 2):
         nearest = np.minimum(D2[i], D2[j])
         joint[i, j] = D2[i, j] / D2[i].sum() * nearest / nearest.sum() / n
-        wrong[i, j] = D2[i, j] / D2[i].sum() * np.where(nearest > 0, D2[i], 0) / np.where(nearest > 0, D2[i], 0).sum() / n
+        wrong[i, j] = (
+            D2[i, j] / D2[i].sum() * np.where(nearest > 0, D2[i], 0) / np.where(nearest > 0, D2[i], 0).sum() / n
+        )
     counts = np.zeros((n, n, n))
     np.add.at(counts, (idx[:, 0], idx[:, 1], idx[:, 2]), 1)
     assert counts[joint == 0].sum() == 0, "a centre was drawn twice"

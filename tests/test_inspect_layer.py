@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import kmtlib
+from kmtbook.shipped import shipped_runs
 from kmtlib.constructions import theorem_weights
 from kmtlib.inspect_layer import (
     attention_summary,
@@ -24,7 +25,6 @@ from kmtlib.inspect_layer import (
     paper_theorem_model,
     qk_structure,
 )
-from kmtbook.shipped import shipped_runs
 
 D_, K_ = 5, 4
 

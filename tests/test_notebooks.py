@@ -10,7 +10,6 @@ from pathlib import Path
 import jupytext
 import papermill as pm
 import pytest
-
 from _book_site import QUICK, run_chapter
 from chapter_cases import CASES
 

@@ -47,7 +47,7 @@ def _brute_force(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.
 
 def _tied_points(D: torch.Tensor) -> int:
     """How many points have their minimum distance at two or more centres."""
-    return int(((D == D.amin(-1, keepdim=True)).sum(-1) > 1).sum())
+    return int(((D.amin(-1, keepdim=True) == D).sum(-1) > 1).sum())
 
 
 # ----------------------------------------------------------------------------- label search
@@ -78,7 +78,7 @@ def test_limit_transformer_labels_are_the_brute_force_argmin_with_planted_ties(d
         out = model(X, C0, steps=1)
     assert torch.equal(_lowest_positive(out.assignments), labels)
     # tied centres share the point: positive weight on every one of them, 1 / (number tied)
-    tied = D == D.amin(-1, keepdim=True)
+    tied = D.amin(-1, keepdim=True) == D
     assert torch.equal(out.assignments > 0, tied)
     assert torch.equal(out.objective[:, 0], D.amin(-1).sum(-1))
 
@@ -214,7 +214,8 @@ def test_lloyd_and_the_helpers_at_any_scale(dtype, e):
     assert torch.equal(kmtlib.kmeans_objective(Xs, Cs), _times(kmtlib.kmeans_objective(X, C0), 2 * e))
     assert torch.equal(kmtlib.squared_distances(Xs, Cs), _times(kmtlib.squared_distances(X, C0), 2 * e))
     for method in kmtlib.INIT_METHODS:
-        assert torch.equal(kmtlib.init_centers(Xs, 4, method, generator=5), _times(kmtlib.init_centers(X, 4, method, generator=5), e))
+        scaled = kmtlib.init_centers(Xs, 4, method, generator=5)
+        assert torch.equal(scaled, _times(kmtlib.init_centers(X, 4, method, generator=5), e))
     assert not torch.isnan(res.objective).any()
 
 
@@ -231,8 +232,10 @@ def test_a_task_out_of_range_does_not_change_its_neighbours():
 
 @pytest.mark.parametrize("attention", ["euclidean", "dot"])
 @pytest.mark.parametrize("gamma", [math.inf, 1e3])
-@pytest.mark.parametrize(("dtype", "e", "what"), [(F32, 64, "large"), (F32, 70, "large"), (F32, -70, "small"),
-                                                   (F64, 531, "large"), (F64, -565, "small")])
+@pytest.mark.parametrize(
+    ("dtype", "e", "what"),
+    [(F32, 64, "large"), (F32, 70, "large"), (F32, -70, "small"), (F64, 531, "large"), (F64, -565, "small")],
+)
 def test_transformer_names_the_range_of_its_squares(attention, gamma, dtype, e, what):
     X, C0 = _unit_task(dtype)
     model = kmtlib.KMeansTransformer.from_theorem(3, 4, gamma=gamma, attention=attention).to(dtype)

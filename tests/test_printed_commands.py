@@ -137,7 +137,9 @@ def _env() -> dict[str, str]:
 def _sh(command: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=_env(), capture_output=True,
                           text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{command}\nfailed (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"{command}\nfailed (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc
 
 
@@ -158,7 +160,9 @@ def for_quick_run(command: str, tmp: Path) -> str:
             value = "0"  # a size: the profile's value (the name is still checked by the chapter)
         kept.append(f"-p {name} {value}")
     base = re.sub(r" -p \w+ ('[^']*'|\"[^\"]*\"|\S+)", "", command)
-    base = re.sub(r"(papermill \S+) (\S+\.ipynb)", lambda m: f"{m.group(1)} {shlex.quote(str(tmp / 'out.ipynb'))}", base)
+    base = re.sub(
+        r"(papermill \S+) (\S+\.ipynb)", lambda m: f"{m.group(1)} {shlex.quote(str(tmp / 'out.ipynb'))}", base
+    )
     return " ".join([base, *kept, *(f"-p {k} {v}" for k, v in fixed.items()), "--no-progress-bar"])
 
 
@@ -195,8 +199,14 @@ def test_the_library_snippet_of_the_readme_runs():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Use the library", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    proc = subprocess.run([sys.executable, "-c", code + "\nprint(run.mean_log_objective().shape)"], cwd=ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nprint(run.mean_log_objective().shape)"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "torch.Size([21])" in proc.stdout
 

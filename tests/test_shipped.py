@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from kmtlib import KMeansTransformer
 from kmtbook.shipped import require_runs, shipped_runs
+from kmtlib import KMeansTransformer
 from kmtlib.train import LOG_COLUMNS, PAPER_SEEDS
 
 
@@ -50,7 +50,7 @@ def test_run_loads_model_and_log(tmp_path):
 
 def test_missing_runs_raise_with_instructions(tmp_path):
     _fake_run(tmp_path, "onehot", 5)
-    with pytest.raises(FileNotFoundError, match="'none'.*train_shipped.sh.*ship_weights.py"):
+    with pytest.raises(FileNotFoundError, match=r"'none'.*train_shipped.sh.*ship_weights.py"):
         require_runs("none", tmp_path)
     with pytest.raises(FileNotFoundError, match="no finished training run"):
         require_runs("onehot", tmp_path / "absent")
@@ -68,6 +68,7 @@ def test_the_code_retrains_the_first_steps_of_a_shipped_run(tmp_path):
     # (MKL_CBWR=COMPATIBLE or SSE4_2, ATEN_CPU_CAPABILITY=avx2 or default): at most 1.7e-8 on
     # the training loss and 1e-7 on the validation ratio, a margin of about 100.
     from pathlib import Path
+
     from kmtlib.train import TrainConfig, read_log, train
 
     folder = Path(__file__).resolve().parent.parent / "data" / "weights" / "onehot_seed153476998"

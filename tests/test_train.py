@@ -152,7 +152,9 @@ def test_manifest_and_cli(tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["embedding"] == "none" and manifest["steps"] == 5
     assert manifest["command"].startswith("python -m kmtlib.train ") and "--embedding none" in manifest["command"]
-    for key in ("kmtlib_version", "torch_version", "device", "wall_s", "final_val_rel_objective", "best_val_rel_objective"):
+    for key in (
+        "kmtlib_version", "torch_version", "device", "wall_s", "final_val_rel_objective", "best_val_rel_objective"
+    ):
         assert key in manifest
     model = load_model(out / "model.pt")
     assert model.config["kwargs"]["embedding"] == "none"
@@ -199,7 +201,8 @@ def test_two_processes_cannot_train_into_one_folder(tmp_path):
         with pytest.raises(RunInUseError, match="in use"):
             train(dict(TINY, steps=5), out, quiet=True)
         code = "import sys; from kmtlib.train import main; main(sys.argv[1:])"
-        proc = subprocess.run([sys.executable, "-c", code, "--steps", "5", "--quiet", "--out", str(out)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "--steps", "5", "--quiet", "--out", str(out)], capture_output=True, text=True
+        )
         assert proc.returncode != 0 and "in use by another training process" in proc.stderr
     assert train(dict(TINY, steps=5), out, quiet=True)["status"] == "finished"  # free again

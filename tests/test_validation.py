@@ -286,7 +286,8 @@ pair_helpers = pytest.mark.parametrize("call", list(PAIR_HELPERS.values()), ids=
 
 @pair_helpers
 def test_helpers_name_a_missing_batch_dimension(call):
-    with pytest.raises(ValueError, match=r"X must have shape \(B, n, d\), got shape \(6, 2\) \(for one task use X.unsqueeze\(0\)\)"):
+    message = r"X must have shape \(B, n, d\), got shape \(6, 2\) \(for one task use X.unsqueeze\(0\)\)"
+    with pytest.raises(ValueError, match=message):
         call(_X()[0], _C())
     with pytest.raises(ValueError, match=r"C must have shape \(B, k, d\), got shape \(3, 2\)"):
         call(_X(), _C()[0])

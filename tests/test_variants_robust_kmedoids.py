@@ -29,8 +29,8 @@ import kmtlib
 from kmtlib import KMeansTransformer, lloyd
 from kmtlib.attention import (
     ATTENTION_MAPS,
-    entmax_attention,
     entmax15_attention,
+    entmax_attention,
     gumbel_max_attention,
     sparsemax_attention,
 )
@@ -357,7 +357,7 @@ def test_kmedoids_gibbs_law_of_one_step():
     labels = ((x[:, None] - C1[0].numpy()[None]) ** 2).sum(-1).argmin(1)
     for j in range(2):
         members = np.flatnonzero(labels == j)
-        cost = np.array([sum(((x[i] - x[l]) ** 2).sum() for l in members) for i in range(14)])
+        cost = np.array([sum(((x[i] - x[m]) ** 2).sum() for m in members) for i in range(14)])
         logits = np.where(labels == j, -cost / tau, -np.inf)
         probs = np.exp(logits - logits.max())
         probs /= probs.sum()
@@ -367,7 +367,7 @@ def test_kmedoids_gibbs_law_of_one_step():
         assert chisquare_pvalue(counts, probs) > 1e-3, j
     cost_ref, member = medoid_costs(X1, torch.as_tensor(labels).unsqueeze(0), 2)
     assert torch.allclose(cost_ref[0, 0][member[0, 0]], torch.as_tensor(
-        [sum(((x[i] - x[l]) ** 2).sum() for l in np.flatnonzero(labels == 0)) for i in np.flatnonzero(labels == 0)]))
+        [sum(((x[i] - x[m]) ** 2).sum() for m in np.flatnonzero(labels == 0)) for i in np.flatnonzero(labels == 0)]))
 
 
 def test_kmedoids_bad_options_and_generators():

@@ -58,8 +58,8 @@ def _decision_margins(X: torch.Tensor, centers: torch.Tensor, rule: str | None =
     a centre keeps (``"topk"``: the gap at the cut of every cluster's sorted distances, where an
     exact tie is no decision of the rounding: both codes rank equal distances by index, and such
     a tie comes from a centre halfway between two points, which both compute with one rounding
-    of ``(a + b) / 2``, bitwise alike; ``"normmax"``: second smallest minus smallest value ``(D_s + lam) / s``; ``"global"``: the gap
-    at the cut of all points' distances). A tie (or an exact tie) gives 0."""
+    of ``(a + b) / 2``, bitwise alike; ``"normmax"``: second smallest minus smallest value ``(D_s + lam) / s``;
+    ``"global"``: the gap at the cut of all points' distances). A tie (or an exact tie) gives 0."""
     B, T1, k, _ = centers.shape
     out = torch.full((B,), math.inf, dtype=X.dtype)
     for t in range(T1):
@@ -270,7 +270,7 @@ def test_trimmed_empty_cluster_moves_to_the_mean():
 
 def test_global_trimming_reference_against_trimkmeans():
     g = torch.Generator().manual_seed(9)
-    for b in range(4):
+    for _b in range(4):
         X = torch.rand(1, 50, 2, generator=g, dtype=F64)
         X[:, :5] += 4 * torch.rand(1, 5, 2, generator=g, dtype=F64) + 1  # a few outliers
         C0 = X[:, 5:8].clone()

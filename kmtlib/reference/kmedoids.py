@@ -122,4 +122,4 @@ def medoid_indices(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     return torch.where(equal.any(dim=-1), first_argmax(equal.to(torch.uint8)), missing)
 
 
-__all__ = ["randomised_kmedoids", "medoid_indices", "medoid_costs", "pairwise_sq_distances"]
+__all__ = ["medoid_costs", "medoid_indices", "pairwise_sq_distances", "randomised_kmedoids"]

@@ -98,7 +98,7 @@ def robust_kmeans(
     check_points(X)
     check_centers(C0, X)
     steps = check_int("steps", steps, minimum=0)
-    B, n, d = X.shape
+    B, _n, d = X.shape
     k = C0.shape[1]
     beta, options = check_robust_options(d, inv_temperature, map, alpha)
     a = {"sparsemax": 2.0, "entmax15": 1.5}.get(map, options.get("alpha"))
@@ -139,4 +139,4 @@ def robust_support(X: torch.Tensor, C: torch.Tensor, inv_temperature: float | No
     return uniform_where_empty(w, empty), member
 
 
-__all__ = ["robust_kmeans", "robust_support", "masked_sparsemax", "masked_entmax"]
+__all__ = ["masked_entmax", "masked_sparsemax", "robust_kmeans", "robust_support"]

@@ -7,8 +7,8 @@ centre update that ignores some points; they differ in which points:
   ``trimcluster::trimkmeans`` and the Python port ``trimkmeans``: over the whole data set, drop
   the ``floor(alpha n)`` points farthest from their nearest centre; every centre is the mean of its
   remaining points.
-* ``rule="quantile"`` -- the authors' baseline (``trimmed_iters`` in github.com/rithram/kmeans-trf): per cluster, drop the
-  members whose squared distance to the current centre is not strictly below the ``q``-quantile
+* ``rule="quantile"`` -- the authors' baseline (``trimmed_iters`` in github.com/rithram/kmeans-trf): per cluster,
+  drop the members whose squared distance to the current centre is not strictly below the ``q``-quantile
   (linear interpolation, as NumPy and torch compute it) of the members' squared distances. Where
   the strict rule keeps no member -- a one-point cluster (the quantile of one value is that
   value), or tied smallest distances -- the cluster keeps all its members (this book's
@@ -49,7 +49,8 @@ def _fraction(name: str, value: object, *, low_open: bool = True, high: float = 
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not (0 < value <= high if low_open else 0 <= value < high):
-        raise ValueError(f"{name} must be in {'(0, %g]' % high if low_open else '[0, %g)' % high}, got {value}")
+        interval = f"(0, {high:g}]" if low_open else f"[0, {high:g})"
+        raise ValueError(f"{name} must be in {interval}, got {value}")
     return value
 
 

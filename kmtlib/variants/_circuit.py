@@ -30,7 +30,8 @@ What a variant may change:
 The two resets (SAX, SAC) are evaluated in closed form, as the limit model of
 :mod:`kmtlib.constructions` does by default: hard self-attention picks the token's own copies,
 which carry the same value. The residual stream adds each reset before the cross-attention
-output, ``(h - h) + out = out`` exactly (the theorem's order ``(h + out) - h`` rounds). The layer holds no weights (nothing to train): it is a fixed circuit.
+output, ``(h - h) + out = out`` exactly (the theorem's order ``(h + out) - h`` rounds). The layer holds no
+weights (nothing to train): it is a fixed circuit.
 
 Ties. The hard assignment block gives equal centres bitwise equal scores
 (:func:`~kmtlib._numerics.tie_equal_keys`: a matrix product may round the same dot product
