@@ -98,8 +98,11 @@ def run_table(folder: str | os.PathLike | None = None, *, include_diverged: bool
     if index.is_file():
         payload = json.loads(index.read_text())
         candidate = payload.get("runs", payload) if isinstance(payload, dict) else None
-        described = isinstance(candidate, dict) and candidate
-        if described and all(isinstance(v, dict) and "config" in v for v in candidate.values()):
+        if (
+            isinstance(candidate, dict)
+            and candidate
+            and all(isinstance(v, dict) and "config" in v for v in candidate.values())
+        ):
             entries = candidate
     if entries is not None:
         for name, record in entries.items():

@@ -472,12 +472,12 @@ def _offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict
 
 def _write_downloads(app: Sphinx) -> None:
     for pagename, page in _page_info(app.env).items():
-        if page.get("chapter") and _executed_notebook(app, pagename) is not None:
-            _write_download(app, pagename)
+        executed = _executed_notebook(app, pagename) if page.get("chapter") else None
+        if executed is not None:
+            _write_download(app, pagename, executed)
 
 
-def _write_download(app: Sphinx, pagename: str) -> None:
-    executed = _executed_notebook(app, pagename)
+def _write_download(app: Sphinx, pagename: str, executed: Path) -> None:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     notebook = _with_cached_outputs(app, executed)

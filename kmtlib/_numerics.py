@@ -91,9 +91,10 @@ def tie_equal_keys(scores: torch.Tensor, keys: torch.Tensor, dim: int) -> torch.
         B, r, _ = keys.shape
         first = lowest_true_((keys.unsqueeze(2) == keys.unsqueeze(1)).all(-1), dim=2)
     else:
-        first = first_equal_key(keys)
-        if first is None:
+        found = first_equal_key(keys)
+        if found is None:
             return scores
+        first = found
         B, r = first.shape
     if dim == 1:
         index = first.unsqueeze(2).expand(B, r, scores.shape[2])
@@ -115,10 +116,12 @@ def square_range(dtype: torch.dtype, width: int, terms: int = 1) -> tuple[float,
 
 def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
     """The largest absolute coordinate per task (B,) over tensors (B, *, d)."""
-    size = None
+    size: torch.Tensor | None = None
     for t in tensors:
         m = t.detach().abs().amax(dim=tuple(range(1, t.dim())))
         size = m if size is None else torch.maximum(size, m)
+    if size is None:
+        raise ValueError("magnitudes needs at least one tensor")
     return size
 
 

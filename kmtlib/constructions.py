@@ -56,7 +56,8 @@ queries so memory stays bounded.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
@@ -275,6 +276,10 @@ class AttentionBlock(nn.Module):
             self-attention blocks): the block returns each token's own value.
     """
 
+    Q: torch.Tensor  # (buffers, registered in __init__)
+    K: torch.Tensor
+    V: torch.Tensor
+
     def __init__(
         self,
         name: str,
@@ -345,7 +350,7 @@ class AttentionBlock(nn.Module):
                 score_rows = sorted(set(_nonzero_rows(self.Q)) | set(_nonzero_rows(self.K)))
                 self._plan_value = _Plan(_compile(self.Q, score_rows), _compile(self.K, score_rows), _compile(self.V))
             self._plan_key = key
-        return self._plan_value
+        return cast(_Plan, self._plan_value)
 
     # ---------------------------------------------------------------- evaluation
     # Two evaluations of the same formula: ``_reference_weights`` (plain out-of-place operations:
@@ -515,6 +520,9 @@ class RectifiedQuadraticFFN(nn.Module):
     coordinate: since ``max(z,0)^2 + max(-z,0)^2 = z^2`` it writes ``||c||^2``.
     """
 
+    W1: torch.Tensor  # (buffers, registered in __init__)
+    W2: torch.Tensor
+
     def __init__(self, W1: torch.Tensor, W2: torch.Tensor) -> None:
         super().__init__()
         if W1.dim() != 2 or W2.dim() != 2 or W1.shape[0] != W2.shape[1] or W1.shape[1] != W2.shape[0]:
@@ -678,25 +686,29 @@ class TheoremLayer(nn.Module):
         """Free the recycled token memory and the blocks' scratch buffers (they are kept between
         calls to spare the allocations; see the module documentation)."""
         self._pool.clear()
-        for block in self.blocks.values():
+        for block in self._blocks().values():
             block._scratch.clear()
 
     @property
     def limit_self_attention(self) -> str:
         """How hard self-attention is evaluated, ``"copies"`` or ``"dense"`` (see :data:`LIMIT_SELF_ATTENTION`)."""
-        return self.blocks["SAX"].limit_self_attention
+        return self._blocks()["SAX"].limit_self_attention
 
     @limit_self_attention.setter
     def limit_self_attention(self, value: str) -> None:
         check_choice("limit_self_attention", value, LIMIT_SELF_ATTENTION)
         for name in ("SAX", "SAC"):
-            self.blocks[name].limit_self_attention = value
+            self._blocks()[name].limit_self_attention = value
+
+    def _blocks(self) -> Mapping[str, AttentionBlock]:
+        """``self.blocks`` as what it holds (an ``nn.ModuleDict`` is typed as holding any module)."""
+        return cast(Mapping[str, AttentionBlock], self.blocks)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.description.items())
 
     def _check_tokens(self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor) -> None:
-        ref = self.blocks["CAX"].Q
+        ref = self._blocks()["CAX"].Q
         for name, t in (("point tokens", point_tokens), ("centre tokens", centre_tokens)):
             if t.dtype != ref.dtype:
                 raise TypeError(
@@ -725,7 +737,7 @@ class TheoremLayer(nn.Module):
         self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor, in_place: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self._check_tokens(point_tokens, centre_tokens)
-        b = self.blocks
+        b = self._blocks()
         increments = (b["CAX"].increment(point_tokens, centre_tokens), b["SAX"].increment(point_tokens, point_tokens))
         if in_place and _residual_in_place(point_tokens, increments, protected=(centre_tokens,)):
             points = point_tokens
@@ -744,7 +756,7 @@ class TheoremLayer(nn.Module):
         """The four attention matrices of one layer applied to these tokens (full matrices: keep
         n small): CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k)."""
         points, _ = self.forward(point_tokens, centre_tokens)
-        b = self.blocks
+        b = self._blocks()
         return {
             "CAX": b["CAX"].weights(point_tokens, centre_tokens),
             "SAX": b["SAX"].weights(point_tokens, point_tokens),
@@ -754,6 +766,10 @@ class TheoremLayer(nn.Module):
 
 
 # ----------------------------------------------------------------------------------- builder
+def _qkv(weights: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return weights["Q"], weights["K"], weights["V"]
+
+
 def build_theorem_model(
     cls,
     d: int,
@@ -834,10 +850,10 @@ def build_theorem_model(
     scale = 2.0 if attention == "dot" else 1.0
     identity = self_attention == "identity"
     blocks = {
-        "CAX": AttentionBlock("CAX", **weights["CAX"], score=attention, gamma=gamma, scale=scale),
+        "CAX": AttentionBlock("CAX", *_qkv(weights["CAX"]), score=attention, gamma=gamma, scale=scale),
         "SAX": AttentionBlock(
             "SAX",
-            **weights["SAX"],
+            *_qkv(weights["SAX"]),
             score=attention,
             gamma=sa_gamma,
             scale=scale,
@@ -846,7 +862,7 @@ def build_theorem_model(
         ),
         "CAC": AttentionBlock(
             "CAC",
-            **weights["CAC"],
+            *_qkv(weights["CAC"]),
             score=attention if centre_update == "attention" else "dot",
             map="softmax" if centre_update == "attention" else "linear",
             gamma=gamma,
@@ -854,7 +870,7 @@ def build_theorem_model(
         ),
         "SAC": AttentionBlock(
             "SAC",
-            **weights["SAC"],
+            *_qkv(weights["SAC"]),
             score=attention,
             gamma=sa_gamma,
             scale=scale,

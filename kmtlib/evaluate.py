@@ -162,8 +162,8 @@ def evaluate_seeds(
     shared = isinstance(X, torch.Tensor)
     if shared != isinstance(C0, torch.Tensor):
         raise TypeError("X and C0 must both be tensors (shared tasks) or both sequences (one per model)")
-    xs = [X] * len(models) if shared else list(X)
-    cs = [C0] * len(models) if shared else list(C0)
+    xs: list[torch.Tensor] = [X] * len(models) if isinstance(X, torch.Tensor) else list(X)
+    cs: list[torch.Tensor] = [C0] * len(models) if isinstance(C0, torch.Tensor) else list(C0)
     if len(xs) != len(models) or len(cs) != len(models):
         raise ValueError(f"got {len(models)} models but {len(xs)} point sets and {len(cs)} initial centre sets")
     g = check_generator(generator, xs[0].device)

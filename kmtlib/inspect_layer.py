@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
@@ -119,8 +120,7 @@ def block_weights(model: KMeansTransformer) -> dict[str, BlockWeights]:
 
     out: dict[str, BlockWeights] = {}
     if isinstance(model.layer, TheoremLayer):
-        for name in BLOCK_NAMES:
-            b = model.layer.blocks[name]
+        for name, b in model.layer._blocks().items():
             zero = torch.zeros(b.width, dtype=torch.float64)
             out[name] = BlockWeights(f64(b.Q), f64(b.K), f64(b.V), zero, zero.clone(), zero.clone())
         return out
@@ -263,6 +263,7 @@ def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> La
             maps = model.layer.attention_maps(P, Ct)
             parts.append((*(maps[name] for name in BLOCK_NAMES), P1, Ct1))
         else:
+            assert isinstance(model.layer, TrainableLayer)  # (checked by _check_model)
             parts.append(_learned_maps(model.layer, P, Ct))
     cat = [torch.cat(t, 0) if len(parts) > 1 else t[0] for t in zip(*parts)]
     cax, sax, cac, sac, P1, Ct1 = cat
@@ -324,7 +325,7 @@ class AttentionSummary:
 
     def cat(self, other: AttentionSummary) -> AttentionSummary:
         """Both batches of tasks in one summary."""
-        def join(name: str) -> torch.Tensor | None:
+        def join(name: str) -> Any:  # (a tensor, or None where both summaries have None)
             a, b = getattr(self, name), getattr(other, name)
             return None if a is None else torch.cat([a, b])
 
@@ -537,6 +538,7 @@ def inspect_step(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor,
         summary = a if summary is None else summary.cat(a)
         comparison = c if comparison is None else comparison.cat(c)
         del maps
+    assert summary is not None and comparison is not None  # (X has at least one task)
     return summary, comparison
 
 

@@ -233,6 +233,11 @@ class TrainableLayer(nn.Module):
     ``value`` (``nn.Linear``). Returns the updated (point tokens, centre tokens).
     """
 
+    cax: AttentionBlock  # (the four blocks, set in __init__)
+    sax: AttentionBlock
+    cac: AttentionBlock
+    sac: AttentionBlock
+
     def __init__(self, width: int, gamma: float = 1.0, dropout: float = 0.01, impl: str = "fast"):
         super().__init__()
         self.width = width

@@ -41,6 +41,8 @@ def _cluster_means(
     """:func:`cluster_means`, given also the labels as :func:`~kmtlib.objective.center_rows` (CPU)."""
     B, n, d = X.shape
     if X.device.type == "cpu":
+        if rows is None:
+            rows = center_rows(labels, k)
         sums = torch.zeros(B * k, d, dtype=X.dtype, device=X.device)
         sums.index_add_(0, rows, X.reshape(B * n, d))
         counts = torch.bincount(rows, minlength=B * k).to(X.dtype)
@@ -77,6 +79,8 @@ def fill_empty(
             overall_mean = X.mean(dim=1, keepdim=True)
         replacement = overall_mean.expand_as(means)
     elif rule == "keep":
+        if previous is None:
+            raise ValueError('fill_empty: the rule "keep" needs the previous centres')
         replacement = previous
     else:
         B, n, d = X.shape

@@ -44,8 +44,8 @@ class ModelFileError(ValueError):
     """
 
 
-def _short(exc: BaseException, limit: int = 160) -> str:
-    """The first line of an exception's message, shortened (torch's messages run to pages)."""
+def _short(exc: BaseException | str, limit: int = 160) -> str:
+    """The first line of an exception's message (or of a text), shortened (torch's messages run to pages)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = text.split(" This is an internal miniz error", 1)[0]  # (then advice to file a bug)
     return text if len(text) <= limit else text[: limit - 3] + "..."

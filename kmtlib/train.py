@@ -210,7 +210,7 @@ def make_validation_set(
     g = _generator(seeds["validation"], device)
     xs, cs = [], []
     for _ in range(config.val_batches):
-        X = sample_tasks(config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype)
+        X = _sample(config, g, device, dtype)
         xs.append(X)
         cs.append(init_centers(X, config.k, "random", generator=g))
     X, C0 = torch.cat(xs), torch.cat(cs)
@@ -241,6 +241,13 @@ def _rng_states(generators: dict[str, torch.Generator], device: torch.device) ->
     if device.type == "cuda":
         states["cuda_global"] = torch.cuda.get_rng_state(device)
     return states
+
+
+def _sample(config: TrainConfig, g: torch.Generator | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """One batch of training or validation tasks (B, n, d) of the run's distribution."""
+    X = sample_tasks(config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype)
+    assert isinstance(X, torch.Tensor)  # (without return_mixture: the points alone)
+    return X
 
 
 def _set_rng_states(states: dict[str, torch.Tensor], generators: dict[str, torch.Generator], device: torch.device) -> None:
@@ -303,7 +310,7 @@ def parse_log(text: str, path: str | os.PathLike = "log.csv") -> list[dict[str, 
     return rows
 
 
-def _parse_row(line: str) -> dict[str, float | None] | str:
+def _parse_row(line: str) -> dict[str, Any] | str:
     """One log row as a dict, or a string saying what is wrong with it."""
     try:
         fields = next(csv.reader([line])) if line else []
@@ -311,7 +318,7 @@ def _parse_row(line: str) -> dict[str, float | None] | str:
         return f"not a row of numbers ({exc})"
     if len(fields) != len(LOG_COLUMNS):
         return f"{len(fields)} fields, expected {len(LOG_COLUMNS)} ({', '.join(LOG_COLUMNS)})"
-    row: dict[str, float | None] = {}
+    row: dict[str, Any] = {}  # (step: int; train_loss: float or None; the others: float)
     for name, value in zip(LOG_COLUMNS, fields):
         if value == "" and name == "train_loss":  # (no training steps before step 0)
             row[name] = None
@@ -513,7 +520,9 @@ def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
     return [f"{k}: {saved.get(k)!r} there vs {v!r} now" for k, v in dataclasses.asdict(config).items() if k != "steps" and saved.get(k) != v]
 
 
-def _open_checkpoint(path: Path, config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> tuple[_TrainingState, dict[str, Any], str]:
+def _open_checkpoint(
+    path: Path, config: TrainConfig, device: torch.device, seeds: dict[str, int]
+) -> tuple[_TrainingState, dict[str, Any], str | None]:
     """Read a checkpoint and load it into a fresh training state.
 
     Raises FileNotFoundError / ModelFileError where the file is missing or damaged (a previous
@@ -692,7 +701,7 @@ def _later_rows(text: str, step: int) -> list[int] | None:
     """The steps of ``text`` when it is nothing but complete log rows after ``step``, else None."""
     if not text.endswith("\n"):
         return None
-    steps = []
+    steps: list[int] = []
     for line in text[:-1].split("\n"):
         row = _parse_row(line)
         if isinstance(row, str) or row["step"] <= (steps[-1] if steps else step):
@@ -852,7 +861,8 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
     model, optimizer, scheduler, generators = state.model, state.optimizer, state.scheduler, state.generators
     X_val, C_val, ref_val = make_validation_set(config, device)
 
-    step, wall_before, best = 0, 0.0, {"step": None, "val_rel_objective": math.inf}
+    best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
+    step, wall_before = 0, 0.0
     best_state: dict[str, torch.Tensor] | None = None
     final_row: dict[str, Any] | None = None
     if point is not None:
@@ -944,7 +954,7 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
                 status = "stopped"
                 break
             g = generators["train"]
-            X = sample_tasks(config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype)
+            X = _sample(config, g, device, dtype)
             C0 = init_centers(X, config.k, "random", generator=g)
             loss = _smoothed_objective(X, model.step(X, C0), config.loss_inv_temp).mean()
             optimizer.zero_grad(set_to_none=True)

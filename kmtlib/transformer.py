@@ -130,7 +130,7 @@ class KMeansTransformer(nn.Module):
         columns = bool(getattr(self.layer, "column_tokens", False))
         point_tokens, centre_tokens = self.embedding.embed(X, C0, columns=columns)
         trajectory = [C0]
-        objective: list[torch.Tensor] = []
+        objectives: list[torch.Tensor] = []
         # A limit construction has already found the nearest centre of every point for the centres
         # it read: the objective of those centres needs no second distance computation.
         hard = self._hard_assignment()
@@ -153,16 +153,18 @@ class KMeansTransformer(nn.Module):
             with torch.no_grad():
                 C = trajectory[-1].detach()
                 if hard:
-                    labels = _lowest_positive(self.embedding.assignments(point_tokens))
-                    objective.append(assignment_cost_rows(X, C, center_rows(labels, self.k), scratch))
+                    assignments = self.embedding.assignments(point_tokens)
+                    assert assignments is not None  # (a hard model's tokens hold the assignment)
+                    labels = _lowest_positive(assignments)
+                    objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), scratch))
                 else:
-                    objective.append(_kmeans_objective(X, C))
+                    objectives.append(_kmeans_objective(X, C))
             trajectory.append(self.embedding.centers(centre_tokens))
         centers = torch.stack(trajectory, dim=1)
         with torch.no_grad():
             labels = _nearest_center(X, trajectory[-1].detach())
-            objective.append(assignment_cost(X, trajectory[-1].detach(), labels))
-            objective = torch.stack(objective, dim=1)
+            objectives.append(assignment_cost(X, trajectory[-1].detach(), labels))
+            objective = torch.stack(objectives, dim=1)
         return ClusteringResult(
             centers=centers,
             labels=labels,

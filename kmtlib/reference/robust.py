@@ -101,7 +101,7 @@ def robust_kmeans(
     B, _n, d = X.shape
     k = C0.shape[1]
     beta, options = check_robust_options(d, inv_temperature, map, alpha)
-    a = {"sparsemax": 2.0, "entmax15": 1.5}.get(map, options.get("alpha"))
+    a = {"sparsemax": 2.0, "entmax15": 1.5}.get(map) or options["alpha"]
     overall_mean = X.mean(dim=1, keepdim=True)
     ids = torch.arange(k, device=X.device).view(1, k, 1)
     C = C0
@@ -130,7 +130,7 @@ def robust_support(X: torch.Tensor, C: torch.Tensor, inv_temperature: float | No
     check_points(X)
     check_centers(C, X, name="C")
     beta, options = check_robust_options(X.shape[-1], inv_temperature, map, alpha)
-    a = {"sparsemax": 2.0, "entmax15": 1.5}.get(map, options.get("alpha"))
+    a = {"sparsemax": 2.0, "entmax15": 1.5}.get(map) or options["alpha"]
     k = C.shape[1]
     member = nearest_center(X, C).unsqueeze(1) == torch.arange(k, device=X.device).view(1, k, 1)
     empty = ~member.any(dim=-1, keepdim=True)
