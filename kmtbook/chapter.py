@@ -189,7 +189,13 @@ class Chapter:
         # A relative folder is taken from the repository root, where the printed commands are run
         # (chapters themselves run with cwd book/).
         self.output_dir = self.root / (output_dir or Path("results") / stem)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ParameterError(f"parameter output_dir: cannot create the folder {self.output_dir}: "
+                                 f"{err.strerror or err}") from err
+        if not os.access(self.output_dir, os.W_OK):
+            raise ParameterError(f"parameter output_dir: the folder {self.output_dir} is not writable")
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []
         # Names this run: printed by describe() into the executed notebook and stored in metrics.json,

@@ -48,4 +48,23 @@ def smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float 
     inv_temperature = check_positive_float("inv_temperature", inv_temperature)
     # (the public distances: data at any scale, rescaled by a power of two where the squares
     # would leave the dtype's range)
-    return _soft_weighted(squared_distances(X, C), inv_temperature)
+    dist = squared_distances(X, C)
+    if bool(torch.isfinite(dist * inv_temperature).all()):
+        return _soft_weighted(dist, inv_temperature)
+    return _soft_weighted_beyond_range(dist, inv_temperature)
+
+
+def _soft_weighted_beyond_range(dist: torch.Tensor, inv_temperature: float) -> torch.Tensor:
+    """The same sum where squared distances (or their product with the inverse temperature) pass
+    the dtype's largest value, as limits instead of NaN: the soft-max of each point is taken
+    relative to its nearest centre (the same weights, mathematically), a distance beyond the
+    range gets weight 0 and adds nothing (its term ``D exp(-t D) / Z`` tends to 0), and a point
+    whose every distance is beyond the range adds inf (its true term exceeds the range)."""
+    finite = torch.isfinite(dist)
+    nearest = torch.where(finite, dist, torch.finfo(dist.dtype).max).amin(dim=-1, keepdim=True)
+    relative = torch.where(finite, dist - nearest, torch.inf)  # >= 0 and finite where dist is
+    weights = torch.softmax(relative * (-inv_temperature), dim=-1)  # the row's nearest has weight > 0
+    terms = torch.where(weights > 0, weights * dist, torch.zeros((), dtype=dist.dtype, device=dist.device))
+    lost = ~finite.any(dim=-1)  # (B, n): no distance in range
+    per_point = torch.where(lost, torch.inf, terms.sum(-1))
+    return per_point.sum(-1)

@@ -145,3 +145,11 @@ def test_the_output_folder_is_printed_relative_to_the_repository(tmp_path, monke
         assert f"output_dir={tmp_path};" in outside.describe()
     finally:
         (REPO / "results" / "00_test").rmdir()
+
+
+def test_an_output_dir_that_cannot_be_made_is_a_parameter_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ParameterError, match=r"parameter output_dir: cannot create the folder .*a_file/sub"):
+        Chapter("00_test", device="cpu", seed=1, profile="quick", output_dir=str(blocker / "sub"),
+                sizes={"n": 0}, profiles=PROFILES)

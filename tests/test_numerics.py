@@ -289,3 +289,22 @@ def test_hard_attention_helpers_tie_equal_keys(score):
         assert (W[:, 0, 3] == 1 / 3).all()
         assert torch.equal(W.sum(-1) > 0, torch.ones(2, 13, dtype=torch.bool))
         torch.testing.assert_close(attend(q, k, v, score=score, map=map_, gamma=gamma), W @ v, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.float32, 2.0**60), (torch.float32, 2.0**70), (torch.float64, 1e150),
+                                          (torch.float64, 1e160), (torch.float64, 2.0**1000)])
+def test_smoothed_objective_beyond_the_range_is_a_limit_not_nan(dtype, scale):
+    """Squared distances that pass the dtype's range give the smoothed loss as a limit: the same
+    value where the sum still fits (an upper bound of the k-means objective), inf where it does not;
+    never NaN."""
+    X = kmtlib.sample_tasks(3, 40, 3, 4, generator=0, dtype=dtype)
+    C = kmtlib.init_centers(X, 4, generator=1)
+    loss = kmtlib.smoothed_objective(X * scale, C * scale)
+    exact = kmtlib.kmeans_objective(X * scale, C * scale)
+    assert not torch.isnan(loss).any()
+    assert torch.equal(torch.isinf(loss), torch.isinf(exact))
+    fits = torch.isfinite(exact)
+    assert (loss[fits] >= exact[fits] * (1 - 1e-6)).all()
+    # an inverse temperature whose product with the distances overflows: the hard limit
+    hard = kmtlib.smoothed_objective(X * scale, C * scale, inv_temperature=1e30 if dtype == torch.float32 else 1e300)
+    torch.testing.assert_close(hard[fits], exact[fits], rtol=1e-5, atol=0)
