@@ -1,7 +1,7 @@
 """Theorems 2.1 and 2.2 as code: the fixed-weight k-means transformers.
 
 One layer has four attention blocks with weights ``(Q_mu, K_mu, V_mu)``, ``mu = 1..4``, shared
-across layers (notes/paper.md sections 4 and 5):
+across layers (the paper's Theorems 2.1 and 2.2 and their proofs):
 
 * ``CAX`` (mu=1), cross-attention of the points over the centres: writes the new assignment;
 * ``SAX`` (mu=2), self-attention of the points: erases the old assignment (a residual reset);

@@ -23,7 +23,7 @@ centre update that ignores some points; they differ in which points:
   squared distances (first minimiser).
 
 Empty clusters: ``empty="mean"`` moves the centre to the mean of all points (the circuit's rule,
-DESIGN.md), ``"keep"`` keeps it (trimkmeans, R trimcluster). The reference for
+that of the limit transformer), ``"keep"`` keeps it (trimkmeans, R trimcluster). The reference for
 ``KMeansTransformer.from_variant("trimmed", ...)``. Sorting is batched; no loop over points,
 clusters or tasks.
 """

@@ -15,7 +15,7 @@ What a variant may change:
   the attention map (any name of :data:`kmtlib.attention.ATTENTION_MAPS`) and its temperature;
 * the centre block CAC: ``centre_scores="onehot"`` is the theorem's key-query product of the
   one-hot assignments with the centre ids, ``y_ij``, here with the normalised linear map (the
-  cluster mean; an empty cluster gets uniform weights, i.e. the mean of all points, DESIGN.md);
+  cluster mean; an empty cluster gets uniform weights, i.e. the mean of all points, the limit of Theorem 2.1);
   ``centre_scores="masked_euclidean"`` is Euclidean attention of the centre token over the point
   tokens with ``Q = K = diag(I_d, sqrt(lam) I_k)``: the score ``-||x_i - c_j||^2 - lam ||y_i - e_j||^2``
   with ``lam -> infinity`` is ``-||x_i - c_j||^2`` on the points assigned to ``j`` and ``-inf``

@@ -32,7 +32,7 @@ The score scale ``beta`` (``inv_temperature``):
   stops pulling.
 
 Empty clusters: every key is masked, and the map's rule for such a row (uniform weights) moves
-the centre to the mean of all points, as the limit transformer of Theorem 2.1 does (DESIGN.md).
+the centre to the mean of all points, as the limit transformer of Theorem 2.1 does.
 Reference: :func:`kmtlib.reference.robust_kmeans`.
 """
 

@@ -10,7 +10,7 @@ is Lloyd's algorithm (Theorem 2.1 itself).
 
 Only if every responsibility of a cluster underflows to 0 (possible at a huge ``gamma``) does the
 linear centre update see an empty cluster; it then gives uniform weights, the mean of all points
-(the DESIGN.md rule), and so does the reference.
+(the limit transformer's rule), and so does the reference.
 """
 
 from __future__ import annotations

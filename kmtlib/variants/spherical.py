@@ -16,7 +16,7 @@ reference :func:`kmtlib.reference.spherical_kmeans`, and faiss' ``Kmeans(spheric
 Conventions: the model normalises ``X`` and ``C0`` itself; ``result.centers[:, 0]`` is ``C0`` as
 given and ``result.objective`` is the Euclidean objective of the data as given, so pass unit
 vectors to read it as ``2 (n - sum_i cos)``. An empty cluster gets the normalised mean of all
-points (DESIGN.md); a zero mean stays zero. ``gamma`` finite gives soft spherical k-means
+points (the limit transformer's rule, normalised); a zero mean stays zero. ``gamma`` finite gives soft spherical k-means
 (softmax of ``gamma x.c``).
 """
 

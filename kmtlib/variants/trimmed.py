@@ -25,7 +25,7 @@ trimcluster), which drops the ``floor(alpha n)`` points farthest from their near
 whole data set: that needs a comparison across clusters, which a centre's attention over its own
 members does not make. Chapter 10 measures how far apart the rules land.
 
-An empty cluster (all scores masked) gets uniform weights: the mean of all points (DESIGN.md).
+An empty cluster (all scores masked) gets uniform weights: the mean of all points (the limit transformer's rule).
 """
 
 from __future__ import annotations
