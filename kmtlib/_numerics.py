@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from .kernels.labels import lowest_true_
+
 PAIRWISE_LIMIT = 1 << 16
 """Up to this many key pairs per batch, equal keys are found by comparing all pairs directly."""
 
@@ -35,28 +37,6 @@ def _bit_sums(keys: torch.Tensor) -> torch.Tensor:
     +0.0). Different keys may have equal sums too; those are told apart by exact comparison."""
     bits = (keys + 0.0).contiguous().view(torch.int32)  # (float64: two halves per coordinate)
     return bits.sum(-1, dtype=torch.int64)
-
-
-def lowest_true_(mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """The lowest index along ``dim`` at which the boolean ``mask`` is True (int64, ``dim``
-    removed); ``mask.shape[dim]`` where it is True nowhere. ``mask`` is overwritten (pass a
-    temporary).
-
-    The label search of Lloyd's assignment and of the limit model: weight ``r - j`` on the True
-    entries ``j``, so that the largest weight marks the lowest index. This is ``argmax`` with its
-    first-index tie rule made explicit instead of left to the backend; a reduction across
-    ``dim`` (for example k rows of length n) vectorises along the other dimensions, and with at
-    most 255 entries the weights fit in a byte, written in place into the mask's own memory.
-    """
-    r = mask.shape[dim]
-    shape = [1] * mask.dim()
-    shape[dim] = r
-    if r <= 255:
-        weights = torch.arange(r, 0, -1, dtype=torch.uint8, device=mask.device).view(shape)
-        top = mask.view(torch.uint8).mul_(weights).amax(dim=dim).long()
-    else:
-        top = (mask * torch.arange(r, 0, -1, device=mask.device).view(shape)).amax(dim=dim)
-    return top.neg_().add_(r)
 
 
 def first_equal_key(keys: torch.Tensor) -> torch.Tensor | None:

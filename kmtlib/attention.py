@@ -25,7 +25,8 @@ from collections.abc import Callable
 import torch
 
 from ._checks import check_positive_float
-from ._numerics import lowest_true_, tie_equal_keys
+from ._numerics import tie_equal_keys
+from .kernels.labels import lowest_true_
 
 AttentionMap = Callable[..., torch.Tensor]
 """A map ``fn(scores, gamma, **options) -> weights``: scores (B, m, r) to weights (B, m, r), row by

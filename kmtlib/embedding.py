@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from ._layout import copy_transposed_
 
 
 class Embedding:
@@ -25,15 +24,8 @@ class Embedding:
         """Token width D."""
         raise NotImplementedError
 
-    def embed(self, X: torch.Tensor, C: torch.Tensor, columns: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Point tokens (B, n, D) and centre tokens (B, k, D).
-
-        ``columns=True`` stores the point tokens coordinate by coordinate, as the paper's columns
-        (memory (B, D, n), handed out as the transposed view (B, n, D)): the same values, laid out
-        for the fixed-weight layers, whose attention reads and writes whole coordinates of all
-        points at once (see :func:`~kmtlib.constructions.is_column_major`). A layer's products over
-        the points may then be summed in another order by BLAS (last-bit differences).
-        """
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Point tokens (B, n, D) and centre tokens (B, k, D)."""
         raise NotImplementedError
 
     def centers(self, centre_tokens: torch.Tensor) -> torch.Tensor:
@@ -48,18 +40,6 @@ class Embedding:
         return f"{type(self).__name__}(d={self.d}, k={self.k}, width={self.width})"
 
 
-def _column_tokens(X: torch.Tensor, width: int) -> torch.Tensor:
-    """Column-major tokens (B, n, width) (memory (B, width, n)) holding X in the first d
-    coordinates; the other coordinates are left for the caller to fill."""
-    B, n, d = X.shape
-    tokens = X.new_empty(B, width, n).transpose(1, 2)
-    if X.device.type == "cpu" and not (torch.is_grad_enabled() and X.requires_grad):
-        copy_transposed_(tokens[..., :d], X)
-    else:
-        tokens[..., :d] = X
-    return tokens
-
-
 class OneHotEmbedding(Embedding):
     """Width d + k: points [x_i; 0_k] (the k scratch coordinates hold the assignment), centres [c_j; e_j]."""
 
@@ -69,31 +49,27 @@ class OneHotEmbedding(Embedding):
     def width(self) -> int:
         return self.d + self.k
 
-    def embed(self, X: torch.Tensor, C: torch.Tensor, columns: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         B, n, _ = X.shape
         ids = torch.eye(self.k, dtype=C.dtype, device=C.device).expand(B, self.k, self.k)
-        if columns:
-            points = _column_tokens(X, self.width)
-            points[..., self.d :] = 0
-        else:
-            points = torch.cat([X, X.new_zeros(B, n, self.k)], dim=-1)
-        return points, torch.cat([C, ids], dim=-1)
+        return torch.cat([X, X.new_zeros(B, n, self.k)], dim=-1), torch.cat([C, ids], dim=-1)
 
     def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor:
         return point_tokens[..., self.d : self.d + self.k]
 
 
-class PlainEmbedding(Embedding):
-    """Width d: the tokens are the points and centres themselves (the paper's d-only ablation)."""
+class DataEmbedding(Embedding):
+    """Width d: the tokens are the points and centres themselves, data coordinates only (the
+    paper's d-only ablation; called ``"none"``, no embedding, before version 0.2)."""
 
-    name = "none"
+    name = "data"
 
     @property
     def width(self) -> int:
         return self.d
 
-    def embed(self, X: torch.Tensor, C: torch.Tensor, columns: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        return (_column_tokens(X, self.d) if columns else X), C
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return X, C
 
 
 class NormAugmentedEmbedding(Embedding):
@@ -106,7 +82,7 @@ class NormAugmentedEmbedding(Embedding):
     data hold the assignment (points) and the cluster id (centres), as in :class:`OneHotEmbedding`.
     """
 
-    name = "normaugmented"
+    name = "norm_augmented"
 
     @property
     def width(self) -> int:
@@ -122,21 +98,31 @@ class NormAugmentedEmbedding(Embedding):
         """Index of the constant coordinate 1."""
         return self.d + self.k + 1
 
-    def embed(self, X: torch.Tensor, C: torch.Tensor, columns: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         B, n, _ = X.shape
         k = C.shape[1]
-        if columns:
-            points = _column_tokens(X, self.width)
-            points[..., self.d : self.norm_index] = 0
-            points[..., self.norm_index] = (X * X).sum(-1)
-            points[..., self.one_index] = 1
-        else:
-            points = torch.cat(
-                [X, X.new_zeros(B, n, self.k), (X * X).sum(-1, keepdim=True), X.new_ones(B, n, 1)], dim=-1
-            )
+        points = torch.cat([X, X.new_zeros(B, n, self.k), (X * X).sum(-1, keepdim=True), X.new_ones(B, n, 1)], dim=-1)
         ids = torch.eye(self.k, dtype=C.dtype, device=C.device).expand(B, self.k, self.k)
         centres = torch.cat([C, ids, (C * C).sum(-1, keepdim=True), C.new_ones(B, k, 1)], dim=-1)
         return points, centres
 
     def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor:
         return point_tokens[..., self.d : self.d + self.k]
+
+
+PlainEmbedding = DataEmbedding
+"""The old name of :class:`DataEmbedding` (still importable)."""
+
+EMBEDDINGS: dict[str, type[Embedding]] = {
+    "onehot": OneHotEmbedding,
+    "data": DataEmbedding,
+    "norm_augmented": NormAugmentedEmbedding,
+}
+"""The embeddings by the token layout they make (:data:`kmtlib.layer.TOKENS`)."""
+
+
+def make_embedding(tokens: str, d: int, k: int) -> Embedding:
+    """The embedding of the token layout ``tokens`` (a key of :data:`EMBEDDINGS`)."""
+    if tokens not in EMBEDDINGS:
+        raise ValueError(f"unknown token layout {tokens!r}; expected one of {', '.join(EMBEDDINGS)}")
+    return EMBEDDINGS[tokens](d, k)

@@ -39,8 +39,7 @@ import torch
 
 from ._checks import check_centers, check_int, check_points, check_positive_float
 from .attention import MAX_SCORE_ELEMENTS
-from .constructions import BLOCK_NAMES, TheoremLayer
-from .learned import TrainableLayer
+from .layer import BLOCK_NAMES, KMeansLayer
 from .lloyd import cluster_means, fill_empty
 from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .transformer import KMeansTransformer
@@ -97,40 +96,28 @@ class BlockWeights:
 
 
 def _check_model(model: object) -> KMeansTransformer:
-    if not isinstance(model, KMeansTransformer):
+    if not isinstance(model, KMeansTransformer) or not isinstance(model.layer, KMeansLayer):
         raise TypeError(f"model must be a kmtlib.KMeansTransformer, got {type(model).__name__}")
-    if not isinstance(model.layer, (TheoremLayer, TrainableLayer)):
-        raise TypeError(
-            f"model.layer must be a theorem layer (KMeansTransformer.from_theorem) or a trainable layer "
-            f"(KMeansTransformer.trainable / load_model), got {type(model.layer).__name__}"
-        )
     return model
 
 
 def block_weights(model: KMeansTransformer) -> dict[str, BlockWeights]:
-    """The four blocks' maps in one layout, keyed ``"CAX", "SAX", "CAC", "SAC"`` (paper order).
-
-    Works for theorem models (``block.Q`` etc., no biases) and trained layers (``block.query``
-    etc., ``nn.Linear`` with bias), so that the two can be drawn and compared side by side.
-    """
+    """The four blocks' maps, keyed ``"CAX", "SAX", "CAC", "SAC"`` (paper order); a map without
+    bias (the theorem's) gets zero biases, so that every model can be drawn and compared alike."""
     _check_model(model)
 
     def f64(t: torch.Tensor) -> torch.Tensor:
         return t.detach().to("cpu", torch.float64).clone()
 
-    out: dict[str, BlockWeights] = {}
-    if isinstance(model.layer, TheoremLayer):
-        for name, b in model.layer._blocks().items():
-            zero = torch.zeros(b.width, dtype=torch.float64)
-            out[name] = BlockWeights(f64(b.Q), f64(b.K), f64(b.V), zero, zero.clone(), zero.clone())
-        return out
-    for name in BLOCK_NAMES:
-        b = getattr(model.layer, name.lower())
-        out[name] = BlockWeights(
-            f64(b.query.weight), f64(b.key.weight), f64(b.value.weight),
-            f64(b.query.bias), f64(b.key.bias), f64(b.value.bias),
+    def bias(linear: torch.nn.Linear) -> torch.Tensor:
+        return f64(linear.bias) if linear.bias is not None else torch.zeros(linear.out_features, dtype=torch.float64)
+
+    return {
+        name: BlockWeights(
+            f64(b.query.weight), f64(b.key.weight), f64(b.value.weight), bias(b.query), bias(b.key), bias(b.value)
         )
-    return out
+        for name, b in model.layer.blocks.items()
+    }
 
 
 def qk_structure(M: torch.Tensor, d: int) -> dict[str, float]:
@@ -226,21 +213,6 @@ def _check_inputs(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) ->
     model._check_inputs(X, C)
 
 
-def _learned_maps(layer: TrainableLayer, P: torch.Tensor, Ct: torch.Tensor):
-    """The learned layer's forward pass written out with dropout-free weights (any mode)."""
-
-    def run(block, queries, keys):
-        W = block.attention_weights(queries, keys)
-        return W, W @ block.value(keys)
-
-    cax, out1 = run(layer.cax, P, Ct)
-    sax, out2 = run(layer.sax, P, P)
-    P1 = P + out1 + out2
-    cac, out3 = run(layer.cac, Ct, P1)
-    sac, out4 = run(layer.sac, Ct, Ct)
-    return cax, sax, cac, sac, P1, Ct + out3 + out4
-
-
 @torch.no_grad()
 def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> LayerMaps:
     """Embed ``(X, C)``, apply the model's layer once, and return its attention maps and tokens.
@@ -254,17 +226,19 @@ def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> La
     _check_model(model)
     _check_inputs(model, X, C)
     B, n, _ = X.shape
-    chunk = max(1, MAX_SCORE_ELEMENTS // (n * n * (model.width if isinstance(model.layer, TheoremLayer) else 1)))
+    exact = any(b.self_attention and b.config.is_hard for b in model.layer.blocks.values())
+    chunk = max(1, MAX_SCORE_ELEMENTS // (n * n * (model.width if exact else 1)))
     parts = []
-    for s in range(0, B, chunk):
-        P, Ct = model.embedding.embed(X[s : s + chunk], C[s : s + chunk])
-        if isinstance(model.layer, TheoremLayer):
+    training = model.training
+    model.eval()  # (no attention dropout: the weights the layer applies in expectation)
+    try:
+        for s in range(0, B, chunk):
+            P, Ct = model.embedding.embed(X[s : s + chunk], C[s : s + chunk])
             P1, Ct1 = model.layer(P, Ct)
             maps = model.layer.attention_maps(P, Ct)
             parts.append((*(maps[name] for name in BLOCK_NAMES), P1, Ct1))
-        else:
-            assert isinstance(model.layer, TrainableLayer)  # (checked by _check_model)
-            parts.append(_learned_maps(model.layer, P, Ct))
+    finally:
+        model.train(training)
     cat = [torch.cat(t, 0) if len(parts) > 1 else t[0] for t in zip(*parts)]
     cax, sax, cac, sac, P1, Ct1 = cat
     return LayerMaps(cax, sax, cac, sac, P1, Ct1, model.embedding.centers(Ct1), model.d)

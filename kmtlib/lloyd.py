@@ -6,7 +6,7 @@ import torch
 
 from ._checks import check_centers, check_choice, check_generator, check_int, check_points
 from ._numerics import times_power_of_two
-from ._scratch import Scratch
+from .kernels.scratch import Scratch
 from .objective import assignment_cost_rows, center_rows, nearest_center_t, points_major, range_exponents
 from .results import ClusteringResult
 

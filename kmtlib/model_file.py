@@ -24,10 +24,14 @@ from typing import Any
 
 import torch
 
-MODEL_FORMAT = "kmtlib.KMeansTransformer/1"
+MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
+"""Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights."""
+OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1",)
+"""Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights
+under the old layer classes' names; both are still read (:func:`_old_state_keys`)."""
 CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
 
-# The builders a saved configuration may name (a file must not make us call any other method).
+# The builders a format-1 configuration may name (a file must not make us call any other method).
 BUILDERS = ("from_theorem", "trainable", "from_variant")
 # Builder options that say where and how to make the weights, never what model it is: a file that
 # carries them is not one that :meth:`KMeansTransformer.save` wrote.
@@ -160,10 +164,34 @@ def build_model(
 ):
     """Rebuild a :class:`~kmtlib.KMeansTransformer` from a saved configuration and state dict (on
     the CPU, in the saved dtype), checking both; ModelFileError names ``path`` on any mismatch."""
+    from .layer import LayerConfig
     from .transformer import KMeansTransformer
 
     if not isinstance(config, dict):
         raise ModelFileError(f"{path}: not a {what} (its {config_entry!r} entry is {describe_contents(config)}, not a model configuration)")
+    state = check_state_dict(state, path, what, state_entry)
+    if "builder" in config or "kwargs" in config:
+        model = _build_format_1(config, path, what)
+        state = _old_state_keys(state, model)
+    else:
+        try:
+            layer_config = LayerConfig.from_dict(config)
+        except (TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: not a {what} (its configuration does not describe a layer: {_short(exc)})") from exc
+        model = KMeansTransformer(layer_config)
+    if state:
+        model = model.to(next(iter(state.values())).dtype)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ModelFileError(f"{path}: not a {what} (its weights do not fit the model its configuration describes: {_state_mismatch(model, state)})") from exc
+    return model
+
+
+def _build_format_1(config: dict[str, Any], path: Path, what: str):
+    """A model from a format-1 configuration ``{"builder": name, "kwargs": {...}}``."""
+    from .transformer import KMeansTransformer
+
     unknown = sorted(set(map(str, config)) - {"builder", "kwargs"})
     if unknown or "builder" not in config or "kwargs" not in config:
         raise ModelFileError(
@@ -177,18 +205,37 @@ def build_model(
     placement = sorted(set(kwargs) & set(_PLACEMENT_OPTIONS))
     if placement:
         raise ModelFileError(f"{path}: not a {what} (its configuration carries the option(s) {', '.join(placement)}, which a saved model never has)")
-    state = check_state_dict(state, path, what, state_entry)
+    options = dict(kwargs)
+    if builder == "trainable":
+        options.pop("impl", None)  # (the kernel choice is model.fast now, not part of the model)
     try:
-        model = getattr(KMeansTransformer, builder)(**kwargs)
+        return getattr(KMeansTransformer, builder)(**options)
     except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
         raise ModelFileError(f"{path}: not a {what} (its configuration {builder}({_kwargs_text(kwargs)}) does not build a model: {_short(exc)})") from exc
-    if state:
-        model = model.to(next(iter(state.values())).dtype)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as exc:
-        raise ModelFileError(f"{path}: not a {what} (its weights do not fit the model its configuration describes: {_state_mismatch(model, state)})") from exc
-    return model
+
+
+_OLD_ROLES = {"Q": "query.weight", "K": "key.weight", "V": "value.weight"}
+
+
+def _old_state_keys(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights of a format-1 file under today's names: the trainable layer's ``layer.cax.query.weight``
+    is ``layer.CAX.query.weight``; the theorem layer's buffers ``layer.blocks.CAX.Q`` are
+    ``layer.CAX.query.weight`` and ``layer.ffn.W1``/``W2`` are ``layer.ffn.up.weight``/``down.weight``.
+    A variant's layer had no weights (its circuit was written in code): it takes the ones its
+    configuration builds. Keys of no known old form are kept, so a mismatch is still reported."""
+    if not state:
+        return dict(model.state_dict())
+    renamed: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        parts = key.split(".")
+        if len(parts) == 4 and parts[0] == "layer" and parts[1] in ("cax", "sax", "cac", "sac"):
+            key = ".".join(["layer", parts[1].upper(), *parts[2:]])
+        elif len(parts) == 4 and parts[:2] == ["layer", "blocks"] and parts[3] in _OLD_ROLES:
+            key = f"layer.{parts[2]}.{_OLD_ROLES[parts[3]]}"
+        elif key in ("layer.ffn.W1", "layer.ffn.W2"):
+            key = "layer.ffn.up.weight" if key.endswith("W1") else "layer.ffn.down.weight"
+        renamed[key] = value
+    return renamed
 
 
 def _kwargs_text(kwargs: dict[str, Any]) -> str:
@@ -220,7 +267,7 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
     fmt = payload.get("format")
     if fmt == CHECKPOINT_FORMAT:
         raise ModelFileError(f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)")
-    if fmt != MODEL_FORMAT:
+    if fmt != MODEL_FORMAT and fmt not in OLD_MODEL_FORMATS:
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
         raise ModelFileError(f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {describe_contents(payload)})")
     for key in ("config", "state_dict"):

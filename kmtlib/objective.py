@@ -5,16 +5,16 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points
-from ._layout import copy_transposed_
+from .kernels.layout import copy_transposed_
+from .kernels.labels import lowest_true_
 from ._numerics import (
-    lowest_true_,
     magnitudes,
     power_of_two_exponents,
     square_range,
     tie_equal_keys,
     times_power_of_two,
 )
-from ._scratch import Scratch, needs_autograd
+from .kernels.scratch import Scratch, needs_autograd
 
 
 def range_exponents(X: torch.Tensor, C: torch.Tensor | None = None, terms: int = 1) -> torch.Tensor | None:

@@ -81,12 +81,16 @@ import torch
 from ._checks import check_choice, check_int, check_positive_float
 from .device import resolve_device
 from .init import init_centers
-from .learned import EMBEDDINGS
+from .learned import EMBEDDINGS as _TRAINABLE_EMBEDDINGS
+
+EMBEDDINGS: tuple[str, ...] = (*_TRAINABLE_EMBEDDINGS, "none")
+"""The --embedding choices ("none" is the old name of "data", as in the shipped runs' manifests)."""
 from .lloyd import lloyd
 from .losses import _smoothed_objective
 from .model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
+    OLD_MODEL_FORMATS,
     ModelFileError,
     build_model,
     check_state_dict,
@@ -359,7 +363,7 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
         raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds {describe_contents(payload)})")
     fmt = payload.get("format")
     if fmt != CHECKPOINT_FORMAT:
-        hint = "; it is a model file (kmtlib.load_model), not a checkpoint" if fmt == MODEL_FORMAT else ""
+        hint = "; it is a model file (kmtlib.load_model), not a checkpoint" if fmt == MODEL_FORMAT or fmt in OLD_MODEL_FORMATS else ""
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
         raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} ({found}; expected format {CHECKPOINT_FORMAT!r}{hint})")
     for key, kind in _CHECKPOINT_ENTRIES.items():
@@ -786,12 +790,10 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
         except ModelFileError as exc:
             point.notes.append(f"{model_path}: {_problem(exc, model_path)}; written again when the run finishes")
             return
-        ours = point.payload["model_config"]
+        ours = point.state.model.config
         if model.config != ours:
-            theirs_kw, ours_kw = model.config.get("kwargs", {}), ours.get("kwargs", {})
-            diffs = [f"{k}: {theirs_kw.get(k)!r} there vs {ours_kw.get(k)!r} here" for k in sorted(set(theirs_kw) | set(ours_kw)) if theirs_kw.get(k) != ours_kw.get(k)]
-            if model.config.get("builder") != ours.get("builder"):
-                diffs.insert(0, f"built by {model.config.get('builder')!r}, not {ours.get('builder')!r}")
+            theirs_fields, ours_fields = model.config.to_dict(), ours.to_dict()
+            diffs = [f"{k}: {theirs_fields.get(k)!r} there vs {ours_fields.get(k)!r} here" for k in theirs_fields if k != "origin" and theirs_fields.get(k) != ours_fields.get(k)]
             raise RunFolderError(
                 f"{model_path}: a model of another configuration ({'; '.join(diffs[:4])}): this folder mixes runs; "
                 f"move it away, or start again with --overwrite"
@@ -905,7 +907,7 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
             {
                 "format": CHECKPOINT_FORMAT,
                 "config": dataclasses.asdict(config),
-                "model_config": model.config,
+                "model_config": model.config.to_dict(),
                 "step": step,
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),

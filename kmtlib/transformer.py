@@ -22,34 +22,36 @@ import torch
 from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
-from ._numerics import lowest_true_
-from ._scratch import Scratch, same_storage
-from .embedding import Embedding
+from .embedding import make_embedding
+from .kernels import limit_model
+from .layer import KMeansLayer, LayerConfig
 from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
-from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
+from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
 
 
 class KMeansTransformer(nn.Module):
-    """A k-means transformer over ``d``-dimensional points with ``k`` centres.
+    """A k-means transformer over ``d``-dimensional points with ``k`` centres: an embedding
+    (points and centres to tokens and back) and one :class:`~kmtlib.layer.KMeansLayer`.
 
-    Build one with :meth:`from_theorem`, :meth:`trainable` or :meth:`from_variant`; the plain
-    constructor is for library code that supplies its own embedding and layer.
+    Build one with :meth:`from_theorem`, :meth:`trainable` or :meth:`from_variant`, or from a
+    :class:`~kmtlib.layer.LayerConfig` of your own (then initialise ``model.layer``'s weights).
 
-    Args:
-        embedding: turns (X, C) into point and centre tokens and reads centres back.
-        layer: an ``nn.Module`` mapping (point tokens, centre tokens) to updated tokens.
-        reembed: rebuild the tokens from the current centres before every step.
-        config: how the model was built (``{"builder": name, "kwargs": {...}}``); saved with the
-            weights so :func:`load_model` can rebuild it.
+    Attributes:
+        config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
+        embedding: an :class:`~kmtlib.embedding.Embedding` for ``config.tokens``.
+        layer: the :class:`~kmtlib.layer.KMeansLayer`.
+        fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
+            formulas as written (the same numbers up to rounding).
     """
 
-    def __init__(self, embedding: Embedding, layer: nn.Module, *, reembed: bool, config: dict[str, Any]):
+    def __init__(self, config: LayerConfig) -> None:
         super().__init__()
-        self.embedding = embedding
-        self.layer = layer
-        self.reembed = bool(reembed)
-        self.config = dict(config)
+        if not isinstance(config, LayerConfig):
+            raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
+        self.config = config.validated()
+        self.embedding = make_embedding(config.tokens, config.d, config.k)
+        self.layer = KMeansLayer(self.config)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -76,21 +78,31 @@ class KMeansTransformer(nn.Module):
     # ------------------------------------------------------------------ properties
     @property
     def d(self) -> int:
-        return self.embedding.d
+        return self.config.d
 
     @property
     def k(self) -> int:
-        return self.embedding.k
+        return self.config.k
 
     @property
     def width(self) -> int:
         """Token width D."""
-        return self.embedding.width
+        return self.config.width
+
+    @property
+    def reembed(self) -> bool:
+        return self.config.reembed
+
+    @property
+    def fast(self) -> bool:
+        return self.layer.fast
+
+    @fast.setter
+    def fast(self, value: bool) -> None:
+        self.layer.fast = value
 
     def extra_repr(self) -> str:
-        return (
-            f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, builder={self.config.get('builder')}"
-        )
+        return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, origin={self.config.origin!r}"
 
     # ------------------------------------------------------------------ running
     def _check_inputs(self, X: torch.Tensor, C0: torch.Tensor) -> None:
@@ -114,6 +126,7 @@ class KMeansTransformer(nn.Module):
     def step(self, X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
         """One step from fresh tokens: the centres (B, k, d) after one layer (the training hot path;
         no input checks)."""
+        self.layer.seed_generator_for(X.device)
         point_tokens, centre_tokens = self.embedding.embed(X, C)
         _, centre_tokens = self.layer(point_tokens, centre_tokens)
         return self.embedding.centers(centre_tokens)
@@ -127,75 +140,25 @@ class KMeansTransformer(nn.Module):
         """
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
-        columns = bool(getattr(self.layer, "column_tokens", False))
-        point_tokens, centre_tokens = self.embedding.embed(X, C0, columns=columns)
+        self.layer.seed_generator_for(X.device)
+        if self.fast and limit_model.supports(self, X, C0):
+            return limit_model.forward(self, X, C0, steps)
+        point_tokens, centre_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
-        objectives: list[torch.Tensor] = []
-        # A limit construction has already found the nearest centre of every point for the centres
-        # it read: the objective of those centres needs no second distance computation.
-        hard = self._hard_assignment()
-        # Without autograd a layer that can update the point tokens in place may do so: they were
-        # made here by the embedding and nobody else holds them (saves a copy of all n tokens).
-        advance = getattr(self.layer, "advance_", None)
-        if (
-            advance is None
-            or (torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad))
-            or any(p.requires_grad for p in self.parameters())
-        ):
-            advance = self.layer
-        scratch = Scratch()
         for t in range(steps):
             if self.reembed and t > 0:
-                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1], columns=columns)
-            if advance is not self.layer and same_storage(point_tokens, X):
-                point_tokens = point_tokens.clone()  # (an embedding that hands out X itself)
-            point_tokens, centre_tokens = advance(point_tokens, centre_tokens)
-            with torch.no_grad():
-                C = trajectory[-1].detach()
-                if hard:
-                    assignments = self.embedding.assignments(point_tokens)
-                    assert assignments is not None  # (a hard model's tokens hold the assignment)
-                    labels = _lowest_positive(assignments)
-                    objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), scratch))
-                else:
-                    objectives.append(_kmeans_objective(X, C))
+                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1])
+            point_tokens, centre_tokens = self.layer(point_tokens, centre_tokens)
             trajectory.append(self.embedding.centers(centre_tokens))
-        centers = torch.stack(trajectory, dim=1)
         with torch.no_grad():
+            objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
             labels = _nearest_center(X, trajectory[-1].detach())
-            objectives.append(assignment_cost(X, trajectory[-1].detach(), labels))
-            objective = torch.stack(objectives, dim=1)
         return ClusteringResult(
-            centers=centers,
+            centers=torch.stack(trajectory, dim=1),
             labels=labels,
             objective=objective,
             assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
         )
-
-    def _hard_assignment(self) -> bool:
-        """Whether the point tokens after a layer hold the hard nearest-centre assignment of the
-        centres the layer read: Theorem 2.1's limit model (``from_theorem(d, k)``, any centre
-        update and reset option), whose CAX block is hard Euclidean attention.
-
-        There, CAX puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
-        negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the
-        residual update ``y + CAX - y`` keeps the positive entries where CAX put them (its
-        weights are at least 1/k, the old ones are cancelled); the lowest index with a positive
-        entry is then the nearest-centre label, lowest index on exact ties.
-        """
-        kwargs = self.config.get("kwargs", {})
-        if self.config.get("builder") != "from_theorem" or kwargs.get("attention") != "euclidean":
-            return False
-        # (a soft reset block at finite reset_gamma would not cancel the old assignment exactly)
-        if kwargs.get("gamma") != math.inf or kwargs.get("reset_gamma") not in (None, math.inf):
-            return False
-        if kwargs.get("self_attention") != "identity" and getattr(self.layer, "limit_self_attention", None) != "copies":
-            return False  # (the dense verification mode averages copies: not guaranteed exact)
-        blocks = getattr(self.layer, "blocks", None)
-        if blocks is None or "CAX" not in blocks:
-            return False
-        cax = blocks["CAX"]
-        return bool(getattr(cax, "is_hard", False)) and getattr(cax, "score", None) == "euclidean"
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -204,29 +167,16 @@ class KMeansTransformer(nn.Module):
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        state = self.state_dict()
         payload = {
             "format": MODEL_FORMAT,
-            "config": self.config,
-            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
-            "dtype": str(next(iter(self.state_dict().values())).dtype) if self.state_dict() else None,
+            "config": self.config.to_dict(),
+            "state_dict": {k: v.detach().cpu() for k, v in state.items()},
+            "dtype": str(next(iter(state.values())).dtype) if state else None,
             "kmtlib_version": __version__,
         }
         atomic_torch_save(payload, path)
         return path
-
-
-def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
-    """Index (B, n) of the first positive entry along the last axis of ``weights`` (B, n, k);
-    k - 1 where there is none (a NaN row), as :func:`~kmtlib.objective.nearest_center` keeps
-    labels in range.
-
-    The reduction runs over the k entries viewed as (B, k, n), across rows of length n: for the
-    model's column-major tokens that view is contiguous and the reduction vectorises over the
-    points (as in :func:`~kmtlib.objective.nearest_center_t`)."""
-    B, n, k = weights.shape
-    if k == 1:
-        return torch.zeros(B, n, dtype=torch.long, device=weights.device)
-    return lowest_true_(weights.transpose(1, 2) > 0, dim=1).clamp_max_(k - 1)  # (over (B, k, n))
 
 
 def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:

@@ -148,7 +148,7 @@ def test_spherical_equals_reference_and_normalises():
     X, C0 = _tasks(4, d=5)
     X = X - 0.5  # directions spread around the origin
     U, CU = _unit(X), _unit(C0 - 0.5)
-    model = KMeansTransformer.from_variant("spherical", 5, 4)
+    model = KMeansTransformer.from_variant("spherical", 5, 4).to(F64)
     out = model(U, CU, steps=10)
     ref = spherical_kmeans(U, CU, 10)
     assert (_decision_margins(U, ref.centers, cosine=True) >= MARGIN).all()
@@ -170,7 +170,7 @@ def test_spherical_against_faiss():
     X = torch.randn(B, n, d, generator=g, dtype=F64) + means
     U = _unit(X)
     C0 = U[:, :k].clone()
-    out = KMeansTransformer.from_variant("spherical", d, k)(U, C0, steps=T)
+    out = KMeansTransformer.from_variant("spherical", d, k).to(F64)(U, C0, steps=T)
     ref = spherical_kmeans(U, C0, T)
     margins = _decision_margins(U, ref.centers, cosine=True)
     assert (margins >= MARGIN).all()
@@ -193,7 +193,7 @@ def test_spherical_against_faiss():
 @pytest.mark.parametrize("q", [0.5, 0.8, 0.95, 1.0])
 def test_trimmed_topk_circuit_equals_its_rule(q):
     X, C0 = _tasks(6, B=24, n=61, d=2, k=5)
-    out = KMeansTransformer.from_variant("trimmed", 2, 5, q=q)(X, C0, steps=8)
+    out = KMeansTransformer.from_variant("trimmed", 2, 5, q=q).to(F64)(X, C0, steps=8)
     ref = trimmed_kmeans(X, C0, 8, rule="topk", q=q)
     assert (_decision_margins(X, ref.centers, "topk", q=q) >= MARGIN).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-12
@@ -211,7 +211,7 @@ def test_topk_rule_is_the_quantile_rule_without_ties():
         _, by_quantile = trimmed_keep(X, C0, "quantile", q=q)
         assert torch.equal(by_count, by_quantile), q
     # many steps at the authors' q = 0.95 on clusters of tens of points: still the same runs
-    out = KMeansTransformer.from_variant("trimmed", 3, 4, q=0.95)(X, C0, steps=10)
+    out = KMeansTransformer.from_variant("trimmed", 3, 4, q=0.95).to(F64)(X, C0, steps=10)
     ref = trimmed_kmeans(X, C0, 10, rule="quantile", q=0.95)
     assert (_decision_margins(X, ref.centers, "topk", q=0.95) >= MARGIN).all()
     assert (out.centers - ref.centers).abs().max() <= 1e-12
@@ -225,7 +225,7 @@ def test_topk_and_quantile_rules_part_on_a_tie():
     _, by_quantile = trimmed_keep(X, C, "quantile", q=0.5)
     _, by_count = trimmed_keep(X, C, "topk", q=0.5)
     assert by_quantile.tolist() == [[True, True, True]] and by_count.tolist() == [[True, False, False]]
-    out = KMeansTransformer.from_variant("trimmed", 2, 1, q=0.5)(X, C, steps=1)
+    out = KMeansTransformer.from_variant("trimmed", 2, 1, q=0.5).to(F64)(X, C, steps=1)
     assert torch.equal(out.final_centers, X[:, :1])
 
 
@@ -249,7 +249,7 @@ def test_quantile_rule_matches_torch_quantile_cluster_by_cluster():
 def test_trimmed_normmax_equals_its_rule():
     X, C0 = _tasks(8, B=24, n=60, d=2, k=4)
     for tau, gamma in ((0.5, 10.0), (2.0, 10.0), (1.0, 100.0)):
-        out = KMeansTransformer.from_variant("trimmed", 2, 4, attention="normmax", tau=tau, gamma=gamma)(X, C0, steps=8)
+        out = KMeansTransformer.from_variant("trimmed", 2, 4, attention="normmax", tau=tau, gamma=gamma).to(F64)(X, C0, steps=8)
         ref = trimmed_kmeans(X, C0, 8, rule="normmax", lam=tau / gamma)
         # (the circuit scores gamma-scaled shifted sums, the reference (D_s + lam) / s: the same
         # choice of s where the best two values are MARGIN apart)
@@ -260,7 +260,7 @@ def test_trimmed_normmax_equals_its_rule():
 def test_trimmed_empty_cluster_moves_to_the_mean():
     X = torch.tensor([[[0.0, 0.0], [0.1, 0.0], [0.0, 0.1], [5.0, 5.0]]], dtype=F64)
     C0 = torch.tensor([[[0.0, 0.0], [100.0, 100.0]]], dtype=F64)  # the second centre gets no point
-    out = KMeansTransformer.from_variant("trimmed", 2, 2, q=0.5)(X, C0, steps=1)
+    out = KMeansTransformer.from_variant("trimmed", 2, 2, q=0.5).to(F64)(X, C0, steps=1)
     assert torch.allclose(out.final_centers[0, 1], X[0].mean(0))
     ref = trimmed_kmeans(X, C0, 1, rule="topk", q=0.5)
     assert torch.allclose(out.final_centers, ref.final_centers)
@@ -368,7 +368,7 @@ def test_bad_reference_and_map_arguments():
     with pytest.raises(ValueError, match="tau"):
         normmax_attention(torch.zeros(1, 1, 3), 1.0, tau=-1.0)
     with pytest.raises(ValueError, match="d=2"):
-        KMeansTransformer.from_variant("spherical", 3, 3)(X, C0, steps=1)
+        KMeansTransformer.from_variant("spherical", 3, 3).to(F64)(X, C0, steps=1)
 
 
 @pytest.mark.parametrize(
@@ -405,7 +405,7 @@ def test_circuit_assignment_ties_equal_centres_whatever_the_product_rounds(monke
     """Equal centres (e.g. two empty clusters sent to the same point) get bitwise equal scores in
     the hard assignment, wherever they sit, even where the score product rounds by position."""
     import kmtlib.attention as attention
-    import kmtlib.variants._circuit as circuit
+    import kmtlib.layer as circuit
 
     pytest.importorskip("entmax")
     for module in (circuit, attention):
@@ -419,10 +419,7 @@ def test_circuit_assignment_ties_equal_centres_whatever_the_product_rounds(monke
     C[:, 3] = C[:, 0]  # copies at an even and an odd position
     C[:, 5] = C[:, 0]
     model = KMeansTransformer.from_variant(name, 3, 6, **options).to(F64)
-    if name == "soft":
-        W = model.layer.attention_maps(*model.embedding.embed(X, C))["CAX"]
-    else:
-        W = model.layer.assignment_weights(*model.embedding.embed(X, C))
+    W = model.layer.CAX.weights(*model.embedding.embed(X, C))
     picks = W[..., 0] > 0
     assert picks.any(), "some points must pick the duplicated centre"
     assert torch.equal(W[..., 3], W[..., 0]) and torch.equal(W[..., 5], W[..., 0])

@@ -66,7 +66,8 @@ import torch
 
 from .._checks import check_int, check_tau
 from ..attention import euclidean_scores, gumbel_max_attention
-from ._circuit import CircuitLayer, reject_unknown, variant_model
+from ..layer import BlockConfig, register_score
+from .circuit import circuit_config, circuit_model, reject_unknown
 
 
 def cluster_members(assignment: torch.Tensor) -> torch.Tensor:
@@ -109,81 +110,30 @@ def exact_costs(X: torch.Tensor, member: torch.Tensor, candidates: torch.Tensor)
     return (sq * member.to(X.dtype).unsqueeze(2)).sum(-1)
 
 
-class GumbelMedoidLayer(CircuitLayer):
-    """The randomised k-medoids layer (module documentation): Theorem 2.1's assignment and resets,
-    a Gumbel-max selection of one member per cluster as the centre update."""
+def medoid_selection_scores(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, gamma: float, **_: Any) -> torch.Tensor:
+    """The centre block's scores (B, k, n) of centre tokens ``q`` over point tokens ``k``: the
+    medoid scores :func:`medoid_scores` at ``gamma = 1/tau`` finite; in the limit ``tau = 0`` the
+    exact decision (module documentation): the best few members re-scored exactly, ties to the
+    member nearest to the current centre, then the lowest index; 0 for the chosen member and
+    ``-inf`` for all others."""
+    X, C = k[..., :d], q[..., :d]
+    member = cluster_members(k[..., d : d + clusters])
+    scores = medoid_scores(X, member)
+    if gamma != math.inf:
+        return scores
+    r = min(EXACT_CANDIDATES, X.shape[1])
+    candidates = scores.topk(r, dim=-1).indices.sort(dim=-1).values  # (B, k, r), in index order
+    valid = torch.gather(member, -1, candidates)
+    exact = (-exact_costs(X, member, candidates)).masked_fill(~valid, -math.inf)
+    flat = candidates.flatten(1).unsqueeze(-1).expand(-1, -1, d)
+    cand = torch.gather(X, 1, flat).view(*candidates.shape, d)
+    nearness = -((cand - C.unsqueeze(2)) ** 2).sum(-1)  # tie-break: -||x_i - c_j||^2
+    pick = gumbel_max_attention(exact, math.inf, tiebreak=nearness).argmax(dim=-1, keepdim=True)  # (B, k, 1)
+    chosen = torch.gather(candidates, -1, pick)
+    return torch.full_like(scores, -math.inf).scatter_(-1, chosen, 0.0)
 
-    def __init__(self, d: int, k: int, *, tau: float = 0.0, seed: int = 0) -> None:
-        tau = check_tau(tau)
-        super().__init__(d, k, centre_scores="masked_euclidean", centre_map="gumbel",
-                         centre_gamma=math.inf if tau == 0 else 1.0 / tau)
-        self.tau = tau
-        self.seed = check_int("seed", seed, minimum=0)
-        self._generator: torch.Generator | None = None
 
-    def extra_repr(self) -> str:
-        return (
-            f"d={self.d}, k={self.k}, CAX=euclidean hardmax, "
-            f"CAC=medoid cost + Gumbel-max (tau={self.tau}), seed={self.seed}"
-        )
-
-    # ------------------------------------------------------------------ randomness
-    def manual_seed(self, seed: int) -> None:
-        """Restart the noise from ``seed`` (a fresh generator on the data's device at next use)."""
-        self.seed = check_int("seed", seed, minimum=0)
-        self._generator = None
-
-    @property
-    def generator(self) -> torch.Generator | None:
-        """The generator the next step draws from (None until first use)."""
-        return self._generator
-
-    @generator.setter
-    def generator(self, g: torch.Generator) -> None:
-        if not isinstance(g, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(g).__name__}")
-        self._generator = g
-
-    def _generator_on(self, device: torch.device) -> torch.Generator:
-        g = self._generator
-        if g is not None and torch.device(g.device).type != device.type:
-            raise ValueError(f"the layer's generator lives on {g.device} but the tokens are on {device}; "
-                             "set model.layer.generator or call model.layer.manual_seed(seed)")
-        if g is None:
-            g = self._generator = torch.Generator(device=device)
-            g.manual_seed(self.seed)
-        return g
-
-    # ------------------------------------------------------------------ blocks
-    def centre_weights(self, centre_tokens: torch.Tensor, point_tokens: torch.Tensor) -> torch.Tensor:
-        """CAC's attention matrix (B, k, n): one-hot on the selected member of each cluster
-        (each call draws fresh noise when tau > 0)."""
-        X, C = point_tokens[..., : self.d], centre_tokens[..., : self.d]
-        member = cluster_members(point_tokens[..., self.d :])
-        scores = medoid_scores(X, member)  # (B, k, n)
-        if self.tau > 0:
-            return gumbel_max_attention(scores, self.centre_gamma, generator=self._generator_on(X.device))
-        # tau = 0: re-score the best few members exactly (ties, module documentation), in index order
-        r = min(EXACT_CANDIDATES, X.shape[1])
-        candidates = scores.topk(r, dim=-1).indices.sort(dim=-1).values  # (B, k, r)
-        valid = torch.gather(member, -1, candidates)
-        exact = (-exact_costs(X, member, candidates)).masked_fill(~valid, -math.inf)
-        flat = candidates.flatten(1).unsqueeze(-1).expand(-1, -1, self.d)
-        cand = torch.gather(X, 1, flat).view(*candidates.shape, self.d)
-        nearness = -((cand - C.unsqueeze(2)) ** 2).sum(-1)  # tie-break: -||x_i - c_j||^2
-        pick = gumbel_max_attention(exact, math.inf, tiebreak=nearness).argmax(dim=-1, keepdim=True)  # (B, k, 1)
-        index = torch.gather(candidates, -1, pick)
-        return torch.zeros_like(scores).scatter_(-1, index, 1.0)
-
-    def forward(self, point_tokens: torch.Tensor, centre_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        d = self.d
-        w = self.assignment_weights(point_tokens, centre_tokens)
-        y_old = point_tokens[..., d:]
-        points = torch.cat([point_tokens[..., :d], (y_old - y_old) + w], dim=-1)  # SAX reset, then CAX
-        v = self.centre_weights(centre_tokens, points)
-        c_old = centre_tokens[..., :d]
-        centres = torch.cat([(c_old - c_old) + torch.bmm(v, points[..., :d]), centre_tokens[..., d:]], dim=-1)
-        return points, centres
+register_score("medoid_selection", medoid_selection_scores)
 
 
 def build(cls: type, d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unknown: Any):
@@ -198,5 +148,8 @@ def build(cls: type, d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unkno
     reject_unknown("kmedoids", unknown)
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
-    layer = GumbelMedoidLayer(d, k, tau=tau, seed=seed)
-    return variant_model(cls, name="kmedoids", d=d, k=k, layer=layer, kwargs={"tau": layer.tau, "seed": layer.seed})
+    tau = check_tau(tau)
+    seed = check_int("seed", seed, minimum=0)
+    cac = BlockConfig(score="medoid_selection", map="gumbel", gamma=math.inf if tau == 0 else 1.0 / tau)
+    config = circuit_config("kmedoids", d, k, CAC=cac, seed=seed, options={"tau": tau, "seed": seed})
+    return circuit_model(cls, config)

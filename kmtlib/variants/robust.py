@@ -41,7 +41,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import SPARSE_MAPS, authors_inv_temperature, check_int, check_robust_options
-from ._circuit import CircuitLayer, reject_unknown, variant_model
+from ..layer import BlockConfig
+from .circuit import circuit_config, circuit_model, reject_unknown
 
 # (SPARSE_MAPS, authors_inv_temperature and check_robust_options live in kmtlib._checks, shared with
 # the reference algorithm kmtlib.reference.robust; re-exported here, where the variant's users look)
@@ -70,13 +71,6 @@ def build(
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     beta, options = check_robust_options(d, inv_temperature, map, alpha)
-    layer = CircuitLayer(
-        d,
-        k,
-        centre_scores="masked_euclidean",
-        centre_map=map,
-        centre_gamma=beta,
-        centre_options=options,
-    )
+    cac = BlockConfig(score="euclidean_within_cluster", map=map, gamma=beta, options=options)
     kwargs = {"inv_temperature": inv_temperature, "map": map, "alpha": alpha}
-    return variant_model(cls, name="robust", d=d, k=k, layer=layer, kwargs=kwargs)
+    return circuit_model(cls, circuit_config("robust", d, k, CAC=cac, options=kwargs))

@@ -15,24 +15,18 @@ linear centre update see an empty cluster; it then gives uniform weights, the me
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .._checks import check_int, check_positive_float
-from ._circuit import reject_unknown
+from ..layer import BlockConfig
+from .circuit import circuit_config, circuit_model, reject_unknown
 
 
 def build(cls: type, d: int, k: int, gamma: float = 1.0, **options: Any):
     """``KMeansTransformer.from_variant("soft", d, k, gamma=...)``: soft k-means with stiffness ``gamma``."""
-    from ..constructions import build_theorem_model
-
     reject_unknown("soft", options)
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma (the stiffness of soft k-means)", gamma, allow_inf=True)
-    model = build_theorem_model(
-        cls, d=d, k=k, gamma=gamma, attention="euclidean", centre_update="linear",
-        self_attention="attention", reset_gamma=math.inf,
-    )
-    model.config = {"builder": "from_variant", "kwargs": {"name": "soft", "d": d, "k": k, "gamma": gamma}}
-    return model
+    cax = BlockConfig(score="euclidean", map="softmax", gamma=gamma)
+    return circuit_model(cls, circuit_config("soft", d, k, CAX=cax, options={"gamma": gamma}))

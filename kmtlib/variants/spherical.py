@@ -26,7 +26,8 @@ import math
 from typing import Any
 
 from .._checks import check_int, check_positive_float
-from ._circuit import CircuitLayer, reject_unknown, variant_model
+from ..layer import BlockConfig
+from .circuit import circuit_config, circuit_model, reject_unknown
 
 
 def build(cls: type, d: int, k: int, gamma: float = math.inf, **options: Any):
@@ -35,5 +36,6 @@ def build(cls: type, d: int, k: int, gamma: float = math.inf, **options: Any):
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma", gamma, allow_inf=True)
-    layer = CircuitLayer(d, k, assign_score="dot", assign_gamma=gamma, centre_scores="onehot", normalise_data=True)
-    return variant_model(cls, name="spherical", d=d, k=k, layer=layer, kwargs={"gamma": gamma})
+    cax = BlockConfig(score="dot", map="softmax", gamma=gamma)
+    config = circuit_config("spherical", d, k, CAX=cax, normalise_data=True, options={"gamma": gamma})
+    return circuit_model(cls, config)

@@ -3,7 +3,7 @@
 The construction (chapter 10): Theorem 2.1 with the centre block CAC replaced by Euclidean
 attention of each centre token over the updated point tokens, with queries and keys
 ``diag(I_d, sqrt(lam) I_k)`` and ``lam -> infinity``: the scores are ``-||x_i - c_j||^2`` on the
-points assigned to ``j`` and ``-inf`` elsewhere (kmtlib.variants._circuit). The attention map then
+points assigned to ``j`` and ``-inf`` elsewhere (:mod:`kmtlib.variants.circuit`). The attention map then
 decides which members a centre averages:
 
 * ``attention="topk"`` (default): top-k attention keeping the fraction ``q`` of the members,
@@ -34,7 +34,8 @@ import numbers
 from typing import Any
 
 from .._checks import check_choice, check_int, check_positive_float
-from ._circuit import CircuitLayer, reject_unknown, variant_model
+from ..layer import BlockConfig
+from .circuit import circuit_config, circuit_model, reject_unknown
 
 TRIM_ATTENTION: tuple[str, ...] = ("topk", "normmax")
 
@@ -61,18 +62,13 @@ def build(
         q = 0.95 if q is None else q
         if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0 < q <= 1:
             raise ValueError(f"q (the share of each cluster kept) must be in (0, 1], got {q!r}")
-        layer = CircuitLayer(
-            d, k, centre_scores="masked_euclidean", centre_map="topk", centre_options={"fraction": float(q)}
-        )
+        cac = BlockConfig(score="euclidean_within_cluster", map="topk", options={"fraction": float(q)})
         kwargs = {"attention": attention, "q": float(q)}
     else:
         if q is not None:
             raise ValueError("q belongs to attention='topk'; norm-max attention takes tau and gamma")
         tau = check_positive_float("tau", 1.0 if tau is None else tau)
         gamma = check_positive_float("gamma", 1.0 if gamma is None else gamma)
-        layer = CircuitLayer(
-            d, k, centre_scores="masked_euclidean", centre_map="normmax", centre_gamma=gamma,
-            centre_options={"tau": tau},
-        )
+        cac = BlockConfig(score="euclidean_within_cluster", map="normmax", gamma=gamma, options={"tau": tau})
         kwargs = {"attention": attention, "tau": tau, "gamma": gamma}
-    return variant_model(cls, name="trimmed", d=d, k=k, layer=layer, kwargs=kwargs)
+    return circuit_model(cls, circuit_config("trimmed", d, k, CAC=cac, options=kwargs))

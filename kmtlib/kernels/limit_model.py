@@ -1,0 +1,419 @@
+"""The forward pass of a fixed-weight model, fast: the kernel behind ``model(X, C0, steps)`` for
+the theorem constructions and the soft variant.
+
+The plain formula is :meth:`kmtlib.KMeansTransformer.forward` with ``model.fast = False``: embed,
+apply :meth:`kmtlib.layer.KMeansLayer.forward` ``steps`` times, read the centres. This kernel
+computes the same with four changes, none of which changes a number except through the order
+of a sum (BLAS may add the terms of a product in another order for another memory layout):
+
+* **Coordinate-major point tokens.** The points are stored coordinate by coordinate, as the paper
+  writes its columns (memory (B, D, n)): every block then reads a coordinate of all points as one
+  contiguous row (CAX's scores are a product with the points' data rows, its new assignment is k
+  whole rows, CAC sums along rows).
+* **Selectors as slices.** The theorem weights are coordinate selectors, so a projection is
+  evaluated on its non-zero block only: a slice of the token coordinates, times a sign or a
+  diagonal (a small dense product for anything else). Products with an exact identity matrix
+  (the centres' one-hot ids) are skipped after an exact check, and the normalisation of the
+  weights is applied to the output, ``(U @ V) / Z`` (as Lloyd's ``sums / counts``). Multiplying
+  by 1 or -1 and adding 0 do not round.
+* **In place.** The new point tokens are written over the old ones (the model made them and
+  nobody else holds them); temporaries live in one :class:`~kmtlib.kernels.scratch.Scratch`.
+* **The objective from the assignment.** Where CAX is hard Euclidean attention of the data
+  coordinates and SAX resets exactly, the tokens after a layer hold the nearest-centre
+  assignment of the centres it read (:func:`writes_hard_assignment`), so the objective of those
+  centres needs no second distance computation.
+
+Hard self-attention is evaluated in closed form (each token's own value, see
+:mod:`kmtlib.kernels`); where hard attention compares scores from a product, equal keys get
+bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from .._numerics import tie_equal_keys
+from ..attention import _unnormalised_, by_query_chunks, euclidean_scores
+from ..objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
+from ..results import ClusteringResult
+from . import closed_form_self_attention, same_map
+from .labels import lowest_true_
+from .layout import copy_transposed_
+from .scratch import Scratch, same_storage
+
+if TYPE_CHECKING:
+    from ..layer import AttentionBlock, KMeansLayer
+    from ..transformer import KMeansTransformer
+
+SMALL_QUERY_BLOCK = 1024
+"""Up to this many queries per task, strided and transposed operands are used as they are; above
+it they are first laid out contiguously."""
+
+FAST_SCORES = ("euclidean", "dot")
+FAST_MAPS = ("softmax", "hardmax", "linear")
+
+
+# ----------------------------------------------------------------------------------- when
+def supports(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> bool:
+    """Whether this kernel computes ``model(X, C0, steps)``: fixed weights, no autograd, the
+    tokens going from layer to layer, linear maps without bias, blocks of Euclidean or dot
+    scores with soft-max, hard or linear maps."""
+    c = model.config
+    if c.reembed or c.normalise_data or c.bias or c.tokens == "data":
+        return False
+    if torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())):
+        return False
+    return all(
+        b.score in FAST_SCORES and b.map in FAST_MAPS and not b.options and (b.dropout == 0 or not model.training)
+        for b in c.blocks.values()
+    )
+
+
+def is_coordinate_major(tokens: torch.Tensor) -> bool:
+    """Whether tokens (B, m, D) are stored coordinate by coordinate (memory (B, D, m))."""
+    return tokens.dim() == 3 and tokens.shape[1] > 1 and tokens.stride(1) == 1
+
+
+def _selector(D: int, start: int, stop: int, sign: float, like: torch.Tensor) -> torch.Tensor:
+    W = torch.zeros(D, D, dtype=like.dtype, device=like.device)
+    idx = torch.arange(start, stop, device=like.device)
+    W[idx, idx] = sign
+    return W
+
+
+def writes_hard_assignment(layer: KMeansLayer) -> bool:
+    """Whether the point tokens after the layer hold the hard nearest-centre assignment of the
+    centres it read: CAX is hard Euclidean attention of the data coordinates writing into the
+    assignment coordinates, and SAX erases the old assignment exactly (Theorem 2.1's limit).
+
+    CAX then puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
+    negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the reset
+    leaves the positive entries where CAX put them; the lowest index with a positive entry is
+    the nearest-centre label."""
+    c = layer.config
+    cax, sax = layer.CAX, layer.SAX
+    if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
+        return False
+    exact_reset = sax.config.identity or (sax.config.is_hard and sax.config.score == "euclidean" and same_map(sax.query, sax.key))
+    if not exact_reset:
+        return False
+    D, d = c.width, c.d
+    W = cax.query.weight
+    data, ids = _selector(D, 0, d, 1.0, W), _selector(D, d, D, 1.0, W)
+    return (
+        torch.equal(cax.query.weight, data)
+        and torch.equal(cax.key.weight, data)
+        and torch.equal(cax.value.weight, ids)
+        and torch.equal(sax.value.weight, -ids)
+    )
+
+
+# ----------------------------------------------------------------------------------- projections
+class _Projection(NamedTuple):
+    """``tokens @ W.T`` restricted to the output coordinates ``rows``: reads coordinates ``cols``,
+    then multiplies by ``sign`` (+1 or -1), by ``diag`` (a vector) or by ``dense.T`` (a matrix)."""
+
+    rows: slice | torch.Tensor
+    cols: slice | torch.Tensor
+    sign: float
+    diag: torch.Tensor | None
+    dense: torch.Tensor | None
+
+    def select(self, tokens: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.cols, slice):
+            return tokens[..., self.cols]
+        return tokens.index_select(-1, self.cols)
+
+    def lazy(self, tokens: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """``(x, alpha)`` with ``alpha * x`` the projection; for a signed selection ``x`` is a view
+        of the tokens (no copy), the sign being applied by whoever adds it."""
+        if self.diag is None and self.dense is None:
+            return self.select(tokens), self.sign
+        return self(tokens), 1.0
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.select(tokens)
+        if self.diag is not None:
+            return x * self.diag
+        if self.dense is not None:
+            return torch.matmul(x, self.dense.T)
+        return x if self.sign == 1.0 else -x
+
+
+def _as_index(coords: list[int], device: torch.device) -> slice | torch.Tensor:
+    if coords and coords == list(range(coords[0], coords[0] + len(coords))):
+        return slice(coords[0], coords[0] + len(coords))
+    return torch.tensor(coords, dtype=torch.long, device=device)
+
+
+def _nonzero_rows(W: torch.Tensor) -> list[int]:
+    return torch.nonzero((W != 0).any(dim=1)).flatten().tolist()
+
+
+def _compile(W: torch.Tensor, rows: list[int] | None = None) -> _Projection:
+    """``tokens @ W.T`` on ``rows`` (default: the non-zero rows of W)."""
+    W = W.detach()
+    mask = W != 0
+    if rows is None:
+        rows = _nonzero_rows(W)
+    cols = torch.nonzero(mask.any(dim=0)).flatten().tolist()
+    sub = W[rows][:, cols]
+    sign, diag, dense = 1.0, None, None
+    if len(rows) == len(cols) and bool((sub == torch.diag(torch.diagonal(sub))).all()):
+        dg = torch.diagonal(sub).clone()
+        if bool((dg == -1).all()):
+            sign = -1.0
+        elif not bool((dg == 1).all()):
+            diag = dg
+    else:
+        dense = sub.clone()
+    return _Projection(_as_index(rows, W.device), _as_index(cols, W.device), sign, diag, dense)
+
+
+class _Plan(NamedTuple):
+    q: _Projection
+    k: _Projection
+    v: _Projection
+
+
+_EYES: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _is_identity(t: torch.Tensor) -> bool:
+    """Whether ``t`` (B, m, m) is exactly a stack of identity matrices (small m only)."""
+    if t.dim() != 3 or t.shape[-1] != t.shape[-2] or t.shape[-1] > 64:
+        return False
+    key = (t.shape[-1], t.dtype, t.device)
+    eye = _EYES.get(key)
+    if eye is None:
+        with torch.inference_mode(False):
+            eye = _EYES[key] = torch.eye(t.shape[-1], dtype=t.dtype, device=t.device)
+    return torch.equal(t, eye.expand_as(t))
+
+
+# ----------------------------------------------------------------------------------- one block
+class _FastBlock:
+    """One block's attention on compiled projections (module documentation)."""
+
+    def __init__(self, block: AttentionBlock, scratch: Scratch) -> None:
+        self.block, self.config, self.scratch = block, block.config, scratch
+        self.plan_key: tuple | None = None
+        self.plan_value: _Plan | None = None
+
+    def plan(self) -> _Plan:
+        weights = (self.block.query.weight, self.block.key.weight, self.block.value.weight)
+        if any(t.is_inference() for t in weights):
+            key = None  # (weights made under inference_mode have no version counter: recompile)
+        else:
+            key = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in weights)
+        if key is None or key != self.plan_key or self.plan_value is None:
+            with torch.inference_mode(False):
+                Q, K, V = (w.detach() for w in weights)
+                score_rows = sorted(set(_nonzero_rows(Q)) | set(_nonzero_rows(K)))
+                self.plan_value = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
+            self.plan_key = key
+        return self.plan_value
+
+    def buffer(self, slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        return self.scratch(f"{self.block.name}.{slot}", shape, like.dtype, like.device)
+
+    @property
+    def euclidean(self) -> bool:
+        return self.config.score == "euclidean" and self.config.map != "linear"
+
+    @property
+    def map_name(self) -> str:
+        return "hardmax" if self.config.is_hard else self.config.map
+
+    def ties_need_care(self, q: torch.Tensor) -> bool:
+        # (not for the one-hot id queries of CAC and SAC, whose scores are exact small integers)
+        return self.config.is_hard and not _is_identity(q)
+
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """Scores (B, m, r), and whether the map may overwrite them (False: a view of the keys).
+
+        Euclidean scores are ``2 q.k - ||k||^2`` (the row constant ``-||q||^2`` is left out);
+        identity queries (the centres' ids in CAC and SAC) give ``q.k = k``. With fewer keys than
+        queries (points attending to the centres) the scores are computed keys-major, (B, r, m)
+        in memory, and returned as a transposed view: the map reduces over the keys, which is slow
+        along a short inner dimension."""
+        euclidean = self.euclidean
+        B, m, r = q.shape[0], q.shape[1], k.shape[1]
+        if r < m:
+            S = self.buffer("S", (B, r, m), q)
+            if q.stride(-2) != 1 and not q.is_contiguous() and m > SMALL_QUERY_BLOCK:
+                q = self.buffer("q", q.shape, q).copy_(q)
+            if euclidean:
+                k2 = (k * k).sum(-1, keepdim=True).neg_()
+                return torch.baddbmm(k2, k, q.transpose(1, 2), alpha=2.0, out=S).transpose(1, 2), True
+            return torch.bmm(k, q.transpose(1, 2), out=S).transpose(1, 2), True
+        if _is_identity(q):
+            if not euclidean:
+                return k.transpose(1, 2), False
+            S = torch.bmm(q, k.transpose(1, 2), out=self.buffer("S", (B, m, r), q))
+            k2 = torch.mul(S, S, out=self.buffer("S2", (B, m, r), q)).sum(1, keepdim=True).neg_()
+            return torch.add(k2, S, alpha=2.0, out=S), True
+        S = self.buffer("S", (B, m, r), q)
+        if euclidean:
+            k2 = (k * k).sum(-1).neg_().unsqueeze(1)
+            return torch.baddbmm(k2, q, k.transpose(1, 2), alpha=2.0, out=S), True
+        return torch.bmm(q, k.transpose(1, 2), out=S), True
+
+    def attend_chunk(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool) -> torch.Tensor:
+        beta = self.config.inverse_temperature
+        if self.euclidean and exact:
+            scores = euclidean_scores(q, k, query_norm=True, exact=True)
+            U, Z = _unnormalised_(self.map_name, scores, beta)
+        else:
+            scores, owned = self.scores(q, k)
+            if self.ties_need_care(q):
+                tied = tie_equal_keys(scores, k, dim=2)
+                scores, owned = tied, owned or tied is not scores
+            U, Z = _unnormalised_(self.map_name, scores, beta, owned)
+        if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK or columns):
+            out = U  # U @ I (the centres' one-hot ids as values): no product
+        elif v.is_contiguous() and _is_identity(U):
+            out = v
+        else:
+            out = torch.bmm(U, v, out=self.buffer("out", (U.shape[0], U.shape[1], v.shape[2]), U))
+        if Z is None:
+            return out
+        if Z.device.type == "cpu" and bool((Z == 1).all()):
+            return out  # every row has one winner (hard attention): dividing by 1 changes nothing
+        return out / Z if (out is v or out is U) else out.div_(Z)
+
+    def increment(self, queries: torch.Tensor, keys: torch.Tensor) -> tuple[slice | torch.Tensor, torch.Tensor, float]:
+        """The block's output on its non-zero coordinates as ``(rows, values, alpha)``: the output
+        is ``alpha * values`` there and exactly 0 elsewhere. ``values`` may be a view of the
+        tokens or scratch memory that the block's next call overwrites."""
+        plan, c = self.plan(), self.config
+        if c.identity or closed_form_self_attention(self.block):
+            return (plan.v.rows, *plan.v.lazy(queries))  # each token's own value
+        exact = self.block.self_attention and c.is_hard and c.score == "euclidean"
+        v, alpha = plan.v.lazy(keys)
+        q, k = plan.q(queries), plan.k(keys)
+        columns = is_coordinate_major(queries)
+        per_query = q.shape[0] * k.shape[1] * (q.shape[-1] if exact else 1)
+        # (a chunk's result may live in scratch memory that the next chunk reuses: copy it)
+        out = by_query_chunks(lambda qc: self.attend_chunk(qc, k, v, exact, columns), q, per_query, copy=True)
+        return plan.v.rows, out, alpha
+
+
+# ----------------------------------------------------------------------------------- the layer
+def _residual(tokens: torch.Tensor, *increments: tuple[slice | torch.Tensor, torch.Tensor, float]) -> torch.Tensor:
+    """``tokens + inc_1 + inc_2 + ...`` (left to right) as a new tensor of the same layout."""
+    out = tokens.clone()
+    for rows, values, alpha in increments:
+        if isinstance(rows, slice):
+            out[..., rows].add_(values, alpha=alpha)
+        else:
+            out.index_add_(-1, rows, values, alpha=alpha)
+    return out
+
+
+def _residual_in_place(tokens: torch.Tensor, *increments: tuple[slice | torch.Tensor, torch.Tensor, float]) -> bool:
+    """:func:`_residual` written into ``tokens`` itself, with the same operations in the same order
+    (so the same roundings); False, leaving ``tokens`` untouched, where that is not safe: an
+    increment that shares memory with the tokens must be the very coordinates it is added to (a
+    reset reading ``h`` and writing ``h - h`` element by element), and come first."""
+    for position, (rows, values, _) in enumerate(increments):
+        if not isinstance(rows, slice):
+            return False
+        if same_storage(values, tokens):
+            target = tokens[..., rows]
+            if position != 0 or values.shape != target.shape or values.stride() != target.stride() or values.data_ptr() != target.data_ptr():
+                return False
+    for rows, values, alpha in increments:
+        tokens[..., rows].add_(values, alpha=alpha)
+    return True
+
+
+class LimitRunner:
+    """The compiled blocks and scratch memory of one model (kept between calls; not
+    thread-safe: one forward pass at a time)."""
+
+    def __init__(self, layer: KMeansLayer) -> None:
+        self.scratch = Scratch()
+        self.blocks = {name: _FastBlock(block, self.scratch) for name, block in layer.blocks.items()}
+        self.layer = layer
+
+    def advance_(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer (:meth:`kmtlib.layer.KMeansLayer.forward`), the new point tokens written into
+        ``X`` where it can."""
+        b = self.blocks
+        assign = b["CAX"].increment(X, C)
+        increments = (b["SAX"].increment(X, X), assign)
+        if not _residual_in_place(X, *increments):
+            X = _residual(X, *increments)
+        means = b["CAC"].increment(C, X)
+        C = _residual(C, b["SAC"].increment(C, C), means)
+        if self.layer.ffn is not None:
+            C = C + self.layer.ffn(C)
+        return X, C
+
+
+def runner_of(model: KMeansTransformer) -> LimitRunner:
+    runner = model.__dict__.get("_limit_runner")
+    if runner is None or runner.layer is not model.layer:
+        runner = LimitRunner(model.layer)
+        model.__dict__["_limit_runner"] = runner
+    return runner
+
+
+def _point_tokens(model: KMeansTransformer, X: torch.Tensor) -> torch.Tensor:
+    """Coordinate-major point tokens (B, n, D) (memory (B, D, n)) of the model's embedding."""
+    B, n, d = X.shape
+    D, k = model.width, model.k
+    tokens = X.new_empty(B, D, n).transpose(1, 2)
+    if X.device.type == "cpu" and not (torch.is_grad_enabled() and X.requires_grad):
+        copy_transposed_(tokens[..., :d], X)
+    else:
+        tokens[..., :d] = X
+    tokens[..., d : d + k] = 0
+    if model.config.tokens == "norm_augmented":
+        tokens[..., d + k] = (X * X).sum(-1)
+        tokens[..., d + k + 1] = 1
+    return tokens
+
+
+def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
+    """Index (B, n) of the first positive entry along the last axis of ``weights`` (B, n, k);
+    k - 1 where there is none (a NaN row). The reduction runs over the k entries viewed as
+    (B, k, n): for coordinate-major tokens that view is contiguous."""
+    B, n, k = weights.shape
+    if k == 1:
+        return torch.zeros(B, n, dtype=torch.long, device=weights.device)
+    return lowest_true_(weights.transpose(1, 2) > 0, dim=1).clamp_max_(k - 1)
+
+
+def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
+    """``model(X, C0, steps)`` for a model this kernel :func:`supports` (inputs checked)."""
+    runner = runner_of(model)
+    _, centre_tokens = model.embedding.embed(X[:, :1], C0)
+    point_tokens = _point_tokens(model, X)
+    trajectory = [C0]
+    objectives: list[torch.Tensor] = []
+    hard = writes_hard_assignment(model.layer)
+    with torch.no_grad():
+        for _ in range(steps):
+            point_tokens, centre_tokens = runner.advance_(point_tokens, centre_tokens)
+            C = trajectory[-1]
+            if hard:
+                labels = _lowest_positive(model.embedding.assignments(point_tokens))
+                objectives.append(assignment_cost_rows(X, C, center_rows(labels, model.k), runner.scratch))
+            else:
+                objectives.append(_kmeans_objective(X, C))
+            trajectory.append(model.embedding.centers(centre_tokens))
+        labels = _nearest_center(X, trajectory[-1])
+        objectives.append(assignment_cost(X, trajectory[-1], labels))
+    return ClusteringResult(
+        centers=torch.stack(trajectory, dim=1),
+        labels=labels,
+        objective=torch.stack(objectives, dim=1),
+        assignments=model.embedding.assignments(point_tokens) if steps > 0 else None,
+    )
+
+
+__all__ = ["LimitRunner", "forward", "is_coordinate_major", "supports", "writes_hard_assignment"]

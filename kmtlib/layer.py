@@ -1,0 +1,466 @@
+"""One layer of the k-means transformer (the paper's Section 2), readable beside its equations.
+
+Rows are tokens. A layer holds four attention blocks, in the paper's order ``mu = 1..4``,
+
+* ``CAX``: cross-attention of the points over the centres (writes the new assignment),
+* ``SAX``: self-attention of the points (erases the old assignment: a residual reset),
+* ``CAC``: cross-attention of the centres over the *updated* points (adds the cluster means),
+* ``SAC``: self-attention of the centres (erases the old centres: a residual reset),
+
+each ``A(Z, Z') = map_gamma(score(Z W_Q^T, Z' W_K^T)) Z' W_V^T`` with affine query, key and value
+maps, and the residual update of Theorem 2.1 (plus the feed-forward block of Theorem 2.2 and the
+data normalisation of the spherical variant where the configuration asks for them)::
+
+    X(t+1) = X(t) + A_SAX(X(t), X(t)) + A_CAX(X(t), C(t))
+    C(t+1) = C(t) + A_SAC(C(t), C(t)) + A_CAC(C(t), X(t+1))      [+ FFN(C(t+1))]
+
+The paper writes the two terms of each update in the other order; in exact arithmetic the sum
+is the same. Here the reset is added first because in floating point ``(h - h) + out`` is ``out``
+exactly, where ``(h + out) - h`` rounds (a centre halfway between two points would no longer be
+exactly equidistant from them, and a k-medoids centre no longer exactly a data point). The blocks
+are called in the paper's order (CAX, SAX, CAC, SAC), the order in which they draw their dropout
+masks.
+
+Everything a layer is -- its blocks' scores, maps, temperatures, the token layout, whether its
+weights learn -- is one :class:`LayerConfig`, saved with the weights. The theorems
+(:mod:`kmtlib.constructions`), the trainable layer (:mod:`kmtlib.learned`) and the circuit
+variants (:mod:`kmtlib.variants`) are each a configuration and an initialiser of the weights.
+
+Speed: ``layer.fast`` (default True) lets a block use the kernels of :mod:`kmtlib.kernels` where
+one exists for it (Euclidean soft-max with a hand-written backward pass, hard self-attention in
+closed form); ``fast = False`` evaluates the formula below as written. Both give the same
+numbers up to rounding, which the tests check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._checks import check_choice, check_int, check_positive_float
+from ._numerics import tie_equal_keys
+from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
+
+BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
+"""The four blocks in the paper's order mu = 1, 2, 3, 4."""
+
+SELF_ATTENTION_BLOCKS: tuple[str, ...] = ("SAX", "SAC")
+"""The blocks whose keys are their own queries' sequence."""
+
+TOKENS: dict[str, str] = {
+    "onehot": "points [x; y] and centres [c; e], width d + k (Theorem 2.1)",
+    "data": "the points and centres themselves, width d (the paper's d-only ablation)",
+    "norm_augmented": "points [x; y; |x|^2; 1] and centres [c; e; |c|^2; 1], width d + k + 2 (Theorem 2.2)",
+}
+"""The token layouts a layer can read (see :mod:`kmtlib.embedding`)."""
+
+OLD_TOKEN_NAMES: dict[str, str] = {"none": "data", "normaugmented": "norm_augmented"}
+"""Names of the token layouts in model files made before version 0.2 (still read)."""
+
+RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
+"""Attention maps that draw random numbers: the block passes them its ``generator``."""
+
+
+# ------------------------------------------------------------------------------------ scores
+def _euclidean(q: torch.Tensor, k: torch.Tensor, *, exact: bool, **_: Any) -> torch.Tensor:
+    # (exact: -||q - k||^2 from the differences, 0 exactly for a copy of the query and below 0
+    # for any other key; otherwise the row constant -||q||^2 is left out, as soft-max and hard
+    # attention do not depend on it)
+    return euclidean_scores(q, k, query_norm=exact, exact=exact)
+
+
+def _dot(q: torch.Tensor, k: torch.Tensor, **_: Any) -> torch.Tensor:
+    return dot_scores(q, k)
+
+
+def _euclidean_within_cluster(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, **_: Any) -> torch.Tensor:
+    """The limit ``lam -> inf`` of Euclidean scores with ``Q = K = diag(I_d, sqrt(lam) I_k)``:
+    ``-||q[:d] - k[:d]||^2`` on the keys whose cluster coordinates equal the query's, ``-inf`` on
+    all others. For a centre token ``[c_j; e_j]`` over point tokens ``[x_i; y_i]`` with ``y_i`` on
+    the simplex, ``y_i = e_j`` exactly when ``e_j . y_i = y_ij = 1``: the members of cluster j.
+
+    The distances are taken from the differences, so that equal points score equally on every
+    CPU (a centre that averaged two points is exactly equidistant from both)."""
+    distances = -euclidean_scores(q[..., :d], k[..., :d], exact=True)
+    same_cluster = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
+    return torch.where(same_cluster, -distances, distances.new_full((), -math.inf))
+
+
+ScoreFunction = Callable[..., torch.Tensor]
+"""``score(q, k, *, d, clusters, exact, gamma) -> (B, m, r)``: projected queries (B, m, D') and
+keys (B, r, D') to scores; ``d`` and ``clusters`` say where the data and cluster coordinates
+are, ``exact`` asks for difference-based Euclidean scores, ``gamma`` is the block's inverse
+temperature (a score may refine itself in the limit)."""
+
+SCORES: dict[str, ScoreFunction] = {
+    "euclidean": _euclidean,
+    "dot": _dot,
+    "euclidean_within_cluster": _euclidean_within_cluster,
+}
+"""The attention scores a block can use, by name (:func:`register_score` adds more)."""
+
+
+def register_score(name: str, fn: ScoreFunction, *, overwrite: bool = False) -> ScoreFunction:
+    """Add a score function to :data:`SCORES` (the k-medoids variant registers its medoid cost)."""
+    if name in SCORES and not overwrite and SCORES[name] is not fn:
+        raise ValueError(f"attention score {name!r} is already registered (pass overwrite=True to replace it)")
+    SCORES[name] = fn
+    return fn
+
+
+# ------------------------------------------------------------------------------------ config
+@dataclass(frozen=True)
+class BlockConfig:
+    """What one attention block computes (its weights are in the module, not here).
+
+    Attributes:
+        score: a name of :data:`SCORES` (``"euclidean"``: ``-||q - k||^2``; ``"dot"``: ``q.k``).
+        map: a name of :data:`kmtlib.attention.ATTENTION_MAPS` (``"softmax"``, ``"linear"``, ...).
+        gamma: inverse temperature; ``math.inf`` with ``"softmax"`` is the limit, computed as
+            averaging hard attention.
+        scale: multiplies ``gamma`` inside the map (``1/sqrt(D)`` in the trainable layer; 2 in
+            the dot-product blocks of Theorem 2.2).
+        options: the map's own options (``tau`` of norm-max, ``fraction`` of top-k, ...).
+        identity: the identity attention matrix instead of the map (the authors' shortcut for the
+            self-attention blocks): each token gets its own value.
+        dropout: dropout rate on the attention matrix (active in ``train()`` mode only).
+    """
+
+    score: str = "euclidean"
+    map: str = "softmax"
+    gamma: float = math.inf
+    scale: float = 1.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+    identity: bool = False
+    dropout: float = 0.0
+
+    @property
+    def inverse_temperature(self) -> float:
+        """``scale * gamma``: what multiplies the scores inside the map."""
+        return self.scale * self.gamma
+
+    @property
+    def is_hard(self) -> bool:
+        """The block uses the limit: averaging hard attention, decided by exact comparison."""
+        return self.map == "hardmax" or (self.map == "softmax" and self.gamma == math.inf)
+
+    def validated(self, name: str) -> BlockConfig:
+        if self.score not in SCORES:
+            raise ValueError(f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}")
+        get_attention_map(self.map)
+        check_positive_float(f"block {name}: gamma", self.gamma, allow_inf=True)
+        check_positive_float(f"block {name}: scale", self.scale)
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"block {name}: dropout must be in [0, 1), got {self.dropout!r}")
+        if self.identity and name not in SELF_ATTENTION_BLOCKS:
+            raise ValueError(f"block {name}: the identity shortcut needs a self-attention block")
+        return self
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """A k-means transformer layer and how the model applies it; saved with the weights.
+
+    Attributes:
+        d, k: data dimension and number of centres.
+        tokens: the token layout, a key of :data:`TOKENS`.
+        CAX, SAX, CAC, SAC: the four blocks.
+        ffn: Theorem 2.2's feed-forward block on the centres, ``h -> W2 max(W1 h, 0)^2``.
+        normalise_data: scale the data coordinates of every token to unit norm at the layer's
+            input and the centres' again at its output (the spherical variant).
+        bias: the query, key and value maps are affine (with bias), as in the trainable layer.
+        trainable: the weights are parameters that learn (else fixed).
+        reembed: the model rebuilds the tokens from the current centres before every step, so
+            that one layer acts as a map C(t) -> C(t+1) (the trained layer); otherwise the
+            tokens go from layer to layer (the weight-shared theorem models).
+        seed: seed of the layer's random numbers (random maps such as Gumbel attention).
+        origin: how the configuration was made, e.g. ``"from_theorem(d=2, k=5)"`` (for display).
+    """
+
+    d: int
+    k: int
+    tokens: str
+    CAX: BlockConfig
+    SAX: BlockConfig
+    CAC: BlockConfig
+    SAC: BlockConfig
+    ffn: bool = False
+    normalise_data: bool = False
+    bias: bool = False
+    trainable: bool = False
+    reembed: bool = False
+    seed: int = 0
+    origin: str = ""
+
+    @property
+    def width(self) -> int:
+        """Token width D."""
+        return {"onehot": self.d + self.k, "data": self.d, "norm_augmented": self.d + self.k + 2}[self.tokens]
+
+    @property
+    def blocks(self) -> dict[str, BlockConfig]:
+        return {name: getattr(self, name) for name in BLOCK_NAMES}
+
+    def validated(self) -> LayerConfig:
+        check_int("d", self.d, minimum=1)
+        check_int("k", self.k, minimum=1)
+        check_choice("tokens", self.tokens, tuple(TOKENS))
+        check_int("seed", self.seed, minimum=0)
+        for name, block in self.blocks.items():
+            if not isinstance(block, BlockConfig):
+                raise TypeError(f"block {name} must be a BlockConfig, got {type(block).__name__}")
+            block.validated(name)
+        return self
+
+    def replace(self, **changes: Any) -> LayerConfig:
+        """A copy with some fields changed (``dataclasses.replace``), validated."""
+        return dataclasses.replace(self, **changes).validated()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values only (what a model file stores)."""
+        out = dataclasses.asdict(self)
+        for name in BLOCK_NAMES:
+            out[name]["options"] = dict(out[name]["options"])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LayerConfig:
+        """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        unknown, missing = sorted(set(data) - fields), sorted(required - set(data))
+        if unknown or missing:
+            raise ValueError(f"not a layer configuration (unknown fields {unknown}, missing fields {missing})")
+        values = dict(data)
+        values["tokens"] = OLD_TOKEN_NAMES.get(values["tokens"], values["tokens"])
+        for name in BLOCK_NAMES:
+            block = values[name]
+            if not isinstance(block, Mapping):
+                raise ValueError(f"not a layer configuration (block {name} is not a mapping)")
+            block_fields = {f.name for f in dataclasses.fields(BlockConfig)}
+            if set(block) - block_fields:
+                raise ValueError(f"not a layer configuration (block {name} has unknown fields {sorted(set(block) - block_fields)})")
+            values[name] = BlockConfig(**block)
+        return cls(**values).validated()
+
+
+# ------------------------------------------------------------------------------------ modules
+def affine_map(width: int, bias: bool, trainable: bool) -> nn.Linear:
+    """A ``width -> width`` affine map, uninitialised (an initialiser fills it)."""
+    linear = nn.utils.skip_init(nn.Linear, width, width, bias=bias)
+    linear.requires_grad_(trainable)
+    return linear
+
+
+def normalise_data(tokens: torch.Tensor, d: int) -> torch.Tensor:
+    """Tokens with their first ``d`` coordinates scaled to unit Euclidean norm (zero stays zero,
+    the rule of faiss' renormalisation); the other coordinates are left alone."""
+    data = tokens[..., :d]
+    norm = data.norm(dim=-1, keepdim=True)
+    scaled = data / torch.where(norm > 0, norm, torch.ones_like(norm))
+    return torch.cat([scaled, tokens[..., d:]], dim=-1)
+
+
+class AttentionBlock(nn.Module):
+    """``A(Z, Z') = map_gamma(score(Q(Z), K(Z'))) V(Z')`` with affine maps ``query``, ``key``,
+    ``value`` (``nn.Linear``) and the score and map of its :class:`BlockConfig`."""
+
+    def __init__(self, name: str, config: BlockConfig, *, width: int, d: int, clusters: int, bias: bool,
+                 trainable: bool) -> None:
+        super().__init__()
+        self.name, self.config = name, config.validated(name)
+        self.d, self.clusters = d, clusters
+        self.query = affine_map(width, bias, trainable)
+        self.key = affine_map(width, bias, trainable)
+        self.value = affine_map(width, bias, trainable)
+        self.fast = True
+        self.generator: torch.Generator | None = None  # dropout and random maps (None: global RNG)
+
+    @property
+    def self_attention(self) -> bool:
+        return self.name in SELF_ATTENTION_BLOCKS
+
+    def extra_repr(self) -> str:
+        c = self.config
+        if c.identity:
+            return f"{self.name}: identity attention"
+        temperature = "" if c.map == "linear" else f", gamma={c.gamma}, scale={c.scale:g}"
+        return f"{self.name}: {c.score} {c.map}{temperature}" + (f", dropout={c.dropout}" if c.dropout else "")
+
+    def weights(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """The attention matrix (B, m, r) of the block, without dropout (for inspection)."""
+        if self.config.identity:
+            return _identity_weights(queries, keys, self.name)
+        return self._weights(self.query(queries), self.key(keys))
+
+    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        exact = self.self_attention and c.is_hard and c.score == "euclidean"
+        scores = SCORES[c.score](q, k, d=self.d, clusters=self.clusters, exact=exact, gamma=c.gamma)
+        if c.is_hard:
+            # hard attention decides by exact comparison: equal keys get bitwise equal scores,
+            # whatever the matrix product rounded (it may round one dot product differently at
+            # another position of its tile)
+            scores = tie_equal_keys(scores, k, dim=2)
+        if c.map in RANDOM_MAPS:
+            return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
+        return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        q, k, v = self.query(queries), self.key(keys), self.value(keys)
+        if c.identity:
+            return v  # (the identity attention matrix: every token its own value)
+        p = c.dropout if self.training else 0.0
+        if self.fast:
+            from . import kernels
+
+            kernel = kernels.attention_kernel(self, q, k)
+            if kernel is not None:
+                return kernel(q, k, v, p)
+        per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if self.self_attention and c.is_hard else 1)
+        return by_query_chunks(lambda qc: _dropout(self._weights(qc, k), p) @ v, q, per_query,
+                               max_elements=MAX_SCORE_ELEMENTS)
+
+
+def _dropout(weights: torch.Tensor, p: float) -> torch.Tensor:
+    return nn.functional.dropout(weights, p, training=True) if p > 0 else weights
+
+
+def _identity_weights(queries: torch.Tensor, keys: torch.Tensor, name: str) -> torch.Tensor:
+    B, m, _ = queries.shape
+    if keys.shape[1] != m:
+        raise ValueError(f"block {name}: the identity attention needs as many keys as queries")
+    return torch.eye(m, dtype=queries.dtype, device=queries.device).expand(B, m, m).clone()
+
+
+class FeedForward(nn.Module):
+    """Theorem 2.2's feed-forward block ``h -> W2 phi(W1 h)``, ``phi(z) = max(z, 0)^2`` (``up`` is
+    W1, ``down`` is W2). With W1 reading ``+c`` and ``-c`` and W2 summing into the norm
+    coordinate it writes ``||c||^2``, since ``max(z,0)^2 + max(-z,0)^2 = z^2``."""
+
+    def __init__(self, width: int, hidden: int, trainable: bool) -> None:
+        super().__init__()
+        self.up = nn.utils.skip_init(nn.Linear, width, hidden, bias=False).requires_grad_(trainable)
+        self.down = nn.utils.skip_init(nn.Linear, hidden, width, bias=False).requires_grad_(trainable)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(h)).square())
+
+
+class KMeansLayer(nn.Module):
+    """One k-means transformer layer: the blocks ``CAX``, ``SAX``, ``CAC``, ``SAC`` (attributes of
+    those names), the optional ``ffn`` and the data normalisation, as ``config`` says.
+
+    ``forward(X, C)`` takes point tokens (B, n, D) and centre tokens (B, k, D) and returns the
+    updated pair (module documentation)."""
+
+    CAX: AttentionBlock  # (set in __init__)
+    SAX: AttentionBlock
+    CAC: AttentionBlock
+    SAC: AttentionBlock
+
+    def __init__(self, config: LayerConfig) -> None:
+        super().__init__()
+        self.config = config.validated()
+        c = self.config
+        for name, block in c.blocks.items():
+            setattr(self, name, AttentionBlock(name, block, width=c.width, d=c.d, clusters=c.k, bias=c.bias,
+                                               trainable=c.trainable))
+        self.ffn = FeedForward(c.width, 2 * c.d, c.trainable) if c.ffn else None
+        self.manual_seed(c.seed)
+
+    def forward(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.config.normalise_data:
+            X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
+        assign, reset = self.CAX(X, C), self.SAX(X, X)
+        X = X + reset + assign
+        means, reset = self.CAC(C, X), self.SAC(C, C)
+        C = C + reset + means
+        if self.ffn is not None:
+            C = C + self.ffn(C)
+        if self.config.normalise_data:
+            C = normalise_data(C, self.config.d)
+        return X, C
+
+    # ------------------------------------------------------------------ around the formula
+    @property
+    def blocks(self) -> dict[str, AttentionBlock]:
+        """The four blocks in the paper's order."""
+        return {name: getattr(self, name) for name in BLOCK_NAMES}
+
+    @property
+    def fast(self) -> bool:
+        """Whether the blocks may use the kernels of :mod:`kmtlib.kernels` (module documentation)."""
+        return self.CAX.fast
+
+    @fast.setter
+    def fast(self, value: bool) -> None:
+        for block in self.blocks.values():
+            block.fast = bool(value)
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator of the layer's random numbers (dropout, random maps)."""
+        return self.CAX.generator
+
+    @generator.setter
+    def generator(self, generator: torch.Generator | None) -> None:
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        for block in self.blocks.values():
+            block.generator = generator
+
+    # (the trainable layer's name for it)
+    dropout_generator = generator
+
+    @property
+    def draws_random_numbers(self) -> bool:
+        """Whether a block's attention map is random (Gumbel attention)."""
+        return any(b.config.map in RANDOM_MAPS for b in self.blocks.values())
+
+    def manual_seed(self, seed: int) -> None:
+        """Restart the random maps' numbers from ``seed``: a fresh generator on the data's device
+        at the next step (a layer without random maps keeps its dropout ``generator``)."""
+        self.seed = check_int("seed", seed, minimum=0)
+        if self.draws_random_numbers:
+            self.generator = None
+
+    def seed_generator_for(self, device: torch.device) -> None:
+        """Before a step (the model calls it): give a layer with random maps a generator seeded
+        with :attr:`seed` on ``device`` if it has none; refuse one on another kind of device."""
+        if not self.draws_random_numbers:
+            return
+        g = self.generator
+        if g is not None and torch.device(g.device).type != device.type:
+            raise ValueError(f"the layer's generator lives on {g.device} but the tokens are on {device}; "
+                             "set model.layer.generator or call model.layer.manual_seed(seed)")
+        if g is None:
+            g = torch.Generator(device=device)
+            g.manual_seed(self.seed)
+            self.generator = g
+
+    def extra_repr(self) -> str:
+        c = self.config
+        extras = [f"tokens={c.tokens}", f"width={c.width}"]
+        extras += [name for name in ("ffn", "normalise_data", "bias", "trainable") if getattr(c, name)]
+        return ", ".join(extras)
+
+    def attention_maps(self, X: torch.Tensor, C: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The four attention matrices of one layer on these tokens (full matrices: keep n small):
+        CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k)."""
+        if self.config.normalise_data:
+            X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
+        X1, _ = self.forward(X, C)
+        return {
+            "CAX": self.CAX.weights(X, C),
+            "SAX": self.SAX.weights(X, X),
+            "CAC": self.CAC.weights(C, X1),
+            "SAC": self.SAC.weights(C, C),
+        }
