@@ -104,7 +104,7 @@ class ReferenceLayer(nn.Module):
     def load_kmtlib(self, model: nn.Module) -> ReferenceLayer:
         """Copy the weights of a ``kmtlib.KMeansTransformer.trainable`` model (same d, k, embedding)."""
         for name in BLOCKS:
-            theirs = getattr(model.layer, name)
+            theirs = getattr(model.layer, name.upper())
             ours = self.blocks[name]
             for part in ("query", "key", "value"):
                 getattr(ours, part).weight.copy_(getattr(theirs, part).weight)

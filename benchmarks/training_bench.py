@@ -80,7 +80,7 @@ def loss_agreement(n: int, d: int, k: int, batch: int, embedding: str = "onehot"
     for name in ("cax", "sax", "cac", "sac"):
         for part in ("query", "key", "value"):
             for kind in ("weight", "bias"):
-                a = getattr(getattr(getattr(fast.layer, name), part), kind).grad
+                a = getattr(getattr(getattr(fast.layer, name.upper()), part), kind).grad
                 b = getattr(getattr(ref.blocks[name], part), kind).grad
                 worst = max(worst, float((a - b).norm() / b.norm().clamp_min(1e-30)))
     loss_fast, loss_ref = loss_fast.detach(), loss_ref.detach()
