@@ -28,9 +28,10 @@ from .attention import (
     softmax_attention,
 )
 
-# The k-means transformer: fixed-weight constructions, trainable layer, variants, files.
-from .constructions import build_theorem_model, theorem_weights
-from .embedding import NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
+# The k-means transformer: one layer (config, blocks), its constructions, variants, files.
+from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
+from .constructions import build_theorem_model, theorem_config, theorem_weights
+from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
 from .model_file import ModelFileError
 from .transformer import KMeansTransformer, load_model
 
@@ -43,8 +44,13 @@ __all__ = [
     "EMPTY_RULES",
     "FAMILIES",
     "INIT_METHODS",
+    "AttentionBlock",
+    "BlockConfig",
     "ClusteringResult",
+    "DataEmbedding",
+    "KMeansLayer",
     "KMeansTransformer",
+    "LayerConfig",
     "Mixture",
     "ModelFileError",
     "NormAugmentedEmbedding",
@@ -70,5 +76,6 @@ __all__ = [
     "smoothed_objective",
     "softmax_attention",
     "squared_distances",
+    "theorem_config",
     "theorem_weights",
 ]

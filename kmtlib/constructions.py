@@ -51,7 +51,6 @@ matrix, the shortcut of the authors' validation code (``osa=True``), i.e. what h
 gives for distinct tokens, at any gamma."""
 
 
-
 # ----------------------------------------------------------------------------------- weights
 def coordinate_selector(
     D: int, start: int, stop: int, value: float = 1.0, dtype: torch.dtype = torch.float64
@@ -117,7 +116,6 @@ def theorem_weights(
     }
 
 
-
 def build_theorem_model(
     cls: type,
     d: int,
@@ -180,8 +178,9 @@ def build_theorem_model(
         ``cls(theorem_config(...))`` with the weights of :func:`theorem_weights` in its layer
         (``model.layer.CAX.query.weight`` is ``Q_1``, and so on).
     """
-    config = theorem_config(d, k, gamma, attention, centre_update=centre_update, self_attention=self_attention,
-                            reset_gamma=reset_gamma)
+    config = theorem_config(
+        d, k, gamma, attention, centre_update=centre_update, self_attention=self_attention, reset_gamma=reset_gamma
+    )
     model = cls(config)
     load_theorem_weights(model.layer, attention)
     return model
@@ -210,8 +209,12 @@ def theorem_config(
                 "reset_gamma sets the temperature of genuine self-attention; it needs self_attention='attention'"
             )
         reset_gamma = check_positive_float("reset_gamma", reset_gamma, allow_inf=True)
-    reset = BlockConfig(score=attention, gamma=gamma if reset_gamma is None else reset_gamma,
-                        scale=2.0 if attention == "dot" else 1.0, identity=self_attention == "identity")
+    reset = BlockConfig(
+        score=attention,
+        gamma=gamma if reset_gamma is None else reset_gamma,
+        scale=2.0 if attention == "dot" else 1.0,
+        identity=self_attention == "identity",
+    )
     cax = BlockConfig(score=attention, gamma=gamma, scale=2.0 if attention == "dot" else 1.0)
     if centre_update == "attention":
         cac = cax
@@ -222,8 +225,14 @@ def theorem_config(
     options += [f"self_attention={self_attention!r}"] if self_attention != "attention" else []
     options += [f"reset_gamma={reset_gamma}"] if reset_gamma is not None else []
     return LayerConfig(
-        d=d, k=k, tokens="onehot" if attention == "euclidean" else "norm_augmented",
-        CAX=cax, SAX=reset, CAC=cac, SAC=reset, ffn=attention == "dot",
+        d=d,
+        k=k,
+        tokens="onehot" if attention == "euclidean" else "norm_augmented",
+        CAX=cax,
+        SAX=reset,
+        CAC=cac,
+        SAC=reset,
+        ffn=attention == "dot",
         origin=f"from_theorem(d={d}, k={k}, {', '.join(options)})",
     ).validated()
 
@@ -233,8 +242,10 @@ def load_theorem_weights(layer: KMeansLayer, attention: str = "euclidean") -> KM
     c = layer.config
     weights = theorem_weights(c.d, c.k, attention, dtype=layer.CAX.query.weight.dtype)
     if weights["CAX"]["Q"].shape[0] != c.width:
-        raise ValueError(f"Theorem {'2.1' if attention == 'euclidean' else '2.2'} needs tokens of width "
-                         f"{weights['CAX']['Q'].shape[0]}, the layer has {c.width}")
+        raise ValueError(
+            f"Theorem {'2.1' if attention == 'euclidean' else '2.2'} needs tokens of width "
+            f"{weights['CAX']['Q'].shape[0]}, the layer has {c.width}"
+        )
     with torch.no_grad():
         for name in BLOCK_NAMES:
             block = layer.blocks[name]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 
-
 class Embedding:
     """Base class: ``embed`` points and centres into tokens; read centres and assignments back."""
 

@@ -152,8 +152,9 @@ def qk_structure(M: torch.Tensor, d: int) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------ maps
-def paper_theorem_model(d: int, k: int, gamma: float = 1000.0, *, sqrt_scaling: bool = True,
-                        dtype: torch.dtype = torch.float64) -> KMeansTransformer:
+def paper_theorem_model(
+    d: int, k: int, gamma: float = 1000.0, *, sqrt_scaling: bool = True, dtype: torch.dtype = torch.float64
+) -> KMeansTransformer:
     """Theorem 2.1's model as the paper draws its attention maps (Fig. 6).
 
     Every block uses genuine Euclidean soft-max attention (the centre update included, no
@@ -299,6 +300,7 @@ class AttentionSummary:
 
     def cat(self, other: AttentionSummary) -> AttentionSummary:
         """Both batches of tasks in one summary."""
+
         def join(name: str) -> Any:  # (a tensor, or None where both summaries have None)
             a, b = getattr(self, name), getattr(other, name)
             return None if a is None else torch.cat([a, b])
@@ -405,9 +407,9 @@ class StepComparison:
 
     def cat(self, other: StepComparison) -> StepComparison:
         """Both batches of tasks in one comparison."""
-        return StepComparison(**{
-            f.name: torch.cat([getattr(self, f.name), getattr(other, f.name)]) for f in fields(self)
-        })
+        return StepComparison(
+            **{f.name: torch.cat([getattr(self, f.name), getattr(other, f.name)]) for f in fields(self)}
+        )
 
 
 def lloyd_step(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -427,8 +429,9 @@ def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def compare_with_lloyd(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor,
-                       new_centres: torch.Tensor | None = None) -> StepComparison:
+def compare_with_lloyd(
+    model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor, new_centres: torch.Tensor | None = None
+) -> StepComparison:
     """Measure one step of ``model`` from centres ``C`` against one Lloyd step (see
     :class:`StepComparison`). ``new_centres`` (B, k, d), if given, is the model's step already
     computed (for example ``layer_maps(...).centres``); otherwise it is computed here (a trained
@@ -481,23 +484,20 @@ def layer_maps_centres(
     _check_inputs(model, X, C)
     batch_size = check_int("batch_size", batch_size, minimum=1)
 
-    def one(Xb: torch.Tensor, Cb: torch.Tensor) -> torch.Tensor:
-        if isinstance(model.layer, TrainableLayer):
-            return model.step(Xb, Cb)
-        P, Ct = model.embedding.embed(Xb, Cb)
-        return model.embedding.centers(model.layer(P, Ct)[1])
-
     was = model.training
     model.eval()
     try:
-        return torch.cat([one(X[s : s + batch_size], C[s : s + batch_size]) for s in range(0, X.shape[0], batch_size)])
+        return torch.cat(
+            [model.step(X[s : s + batch_size], C[s : s + batch_size]) for s in range(0, X.shape[0], batch_size)]
+        )
     finally:
         model.train(was)
 
 
 @torch.no_grad()
-def inspect_step(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor,
-                 batch_size: int = 32) -> tuple[AttentionSummary, StepComparison]:
+def inspect_step(
+    model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor, batch_size: int = 32
+) -> tuple[AttentionSummary, StepComparison]:
     """:func:`attention_summary` and :func:`compare_with_lloyd` of one step on many tasks, computed
     ``batch_size`` tasks at a time so that the (n x n) self-attention maps of only one batch exist
     at once (the summaries are small: per point or per cluster)."""

@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
 from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
@@ -152,7 +153,9 @@ class BlockConfig:
 
     def validated(self, name: str) -> BlockConfig:
         if self.score not in SCORES:
-            raise ValueError(f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}")
+            raise ValueError(
+                f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}"
+            )
         get_attention_map(self.map)
         check_positive_float(f"block {name}: gamma", self.gamma, allow_inf=True)
         check_positive_float(f"block {name}: scale", self.scale)
@@ -245,7 +248,9 @@ class LayerConfig:
                 raise ValueError(f"not a layer configuration (block {name} is not a mapping)")
             block_fields = {f.name for f in dataclasses.fields(BlockConfig)}
             if set(block) - block_fields:
-                raise ValueError(f"not a layer configuration (block {name} has unknown fields {sorted(set(block) - block_fields)})")
+                raise ValueError(
+                    f"not a layer configuration (block {name} has unknown fields {sorted(set(block) - block_fields)})"
+                )
             values[name] = BlockConfig(**block)
         return cls(**values).validated()
 
@@ -271,8 +276,9 @@ class AttentionBlock(nn.Module):
     """``A(Z, Z') = map_gamma(score(Q(Z), K(Z'))) V(Z')`` with affine maps ``query``, ``key``,
     ``value`` (``nn.Linear``) and the score and map of its :class:`BlockConfig`."""
 
-    def __init__(self, name: str, config: BlockConfig, *, width: int, d: int, clusters: int, bias: bool,
-                 trainable: bool) -> None:
+    def __init__(
+        self, name: str, config: BlockConfig, *, width: int, d: int, clusters: int, bias: bool, trainable: bool
+    ) -> None:
         super().__init__()
         self.name, self.config = name, config.validated(name)
         self.d, self.clusters = d, clusters
@@ -319,14 +325,13 @@ class AttentionBlock(nn.Module):
             return v  # (the identity attention matrix: every token its own value)
         p = c.dropout if self.training else 0.0
         if self.fast:
-            from . import kernels
-
             kernel = kernels.attention_kernel(self, q, k)
             if kernel is not None:
                 return kernel(q, k, v, p)
         per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if self.self_attention and c.is_hard else 1)
-        return by_query_chunks(lambda qc: _dropout(self._weights(qc, k), p) @ v, q, per_query,
-                               max_elements=MAX_SCORE_ELEMENTS)
+        return by_query_chunks(
+            lambda qc: _dropout(self._weights(qc, k), p) @ v, q, per_query, max_elements=MAX_SCORE_ELEMENTS
+        )
 
 
 def _dropout(weights: torch.Tensor, p: float) -> torch.Tensor:
@@ -371,8 +376,11 @@ class KMeansLayer(nn.Module):
         self.config = config.validated()
         c = self.config
         for name, block in c.blocks.items():
-            setattr(self, name, AttentionBlock(name, block, width=c.width, d=c.d, clusters=c.k, bias=c.bias,
-                                               trainable=c.trainable))
+            setattr(
+                self,
+                name,
+                AttentionBlock(name, block, width=c.width, d=c.d, clusters=c.k, bias=c.bias, trainable=c.trainable),
+            )
         self.ffn = FeedForward(c.width, 2 * c.d, c.trainable) if c.ffn else None
         self.manual_seed(c.seed)
 
@@ -439,8 +447,10 @@ class KMeansLayer(nn.Module):
             return
         g = self.generator
         if g is not None and torch.device(g.device).type != device.type:
-            raise ValueError(f"the layer's generator lives on {g.device} but the tokens are on {device}; "
-                             "set model.layer.generator or call model.layer.manual_seed(seed)")
+            raise ValueError(
+                f"the layer's generator lives on {g.device} but the tokens are on {device}; "
+                "set model.layer.generator or call model.layer.manual_seed(seed)"
+            )
         if g is None:
             g = torch.Generator(device=device)
             g.manual_seed(self.seed)

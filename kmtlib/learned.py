@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
 from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, where the trainable layer's readers look)
@@ -52,7 +51,9 @@ EMBEDDINGS: tuple[str, ...] = ("onehot", "data")
 ``"data"`` (width d, the d-only ablation; ``"none"``, its name before version 0.2, is read too)."""
 
 
-def trainable_config(d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01) -> LayerConfig:
+def trainable_config(
+    d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01
+) -> LayerConfig:
     """Four blocks of learned affine maps with Euclidean soft-max at inverse temperature
     ``gamma / sqrt(D)`` and attention dropout, re-embedded before every step."""
     d = check_int("d", d, minimum=1)
@@ -63,9 +64,20 @@ def trainable_config(d: int, k: int, embedding: str = "onehot", gamma: float = 1
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
     width = d + k if embedding == "onehot" else d
-    block = BlockConfig(score="euclidean", map="softmax", gamma=gamma, scale=1.0 / math.sqrt(width), dropout=float(dropout))
+    block = BlockConfig(
+        score="euclidean", map="softmax", gamma=gamma, scale=1.0 / math.sqrt(width), dropout=float(dropout)
+    )
     return LayerConfig(
-        d=d, k=k, tokens=embedding, CAX=block, SAX=block, CAC=block, SAC=block, bias=True, trainable=True, reembed=True,
+        d=d,
+        k=k,
+        tokens=embedding,
+        CAX=block,
+        SAX=block,
+        CAC=block,
+        SAC=block,
+        bias=True,
+        trainable=True,
+        reembed=True,
         origin=f"trainable(d={d}, k={k}, embedding={embedding!r}, gamma={gamma}, dropout={float(dropout)})",
     ).validated()
 

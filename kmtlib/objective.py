@@ -5,8 +5,6 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points
-from .kernels.layout import copy_transposed_
-from .kernels.labels import lowest_true_
 from ._numerics import (
     magnitudes,
     power_of_two_exponents,
@@ -14,6 +12,8 @@ from ._numerics import (
     tie_equal_keys,
     times_power_of_two,
 )
+from .kernels.labels import lowest_true_
+from .kernels.layout import copy_transposed_
 from .kernels.scratch import Scratch, needs_autograd
 
 

@@ -82,9 +82,6 @@ from ._checks import check_choice, check_int, check_positive_float
 from .device import resolve_device
 from .init import init_centers
 from .learned import EMBEDDINGS as _TRAINABLE_EMBEDDINGS
-
-EMBEDDINGS: tuple[str, ...] = (*_TRAINABLE_EMBEDDINGS, "none")
-"""The --embedding choices ("none" is the old name of "data", as in the shipped runs' manifests)."""
 from .lloyd import lloyd
 from .losses import _smoothed_objective
 from .model_file import (
@@ -100,6 +97,9 @@ from .model_file import (
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
 from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
+
+EMBEDDINGS: tuple[str, ...] = (*_TRAINABLE_EMBEDDINGS, "none")
+"""The --embedding choices ("none" is the old name of "data", as in the shipped runs' manifests)."""
 
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 PAPER_SEEDS: tuple[int, ...] = (

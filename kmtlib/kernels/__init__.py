@@ -58,7 +58,7 @@ def closed_form_self_attention(block: AttentionBlock) -> bool:
         from ..constructions import theorem_weights
 
         D = block.query.weight.shape[0]
-        if D != block.d + block.clusters + 2:
+        if block.d + block.clusters + 2 != D:
             return False
         weights = theorem_weights(block.d, block.clusters, "dot", dtype=block.query.weight.dtype)["SAX"]
         W = block.query.weight

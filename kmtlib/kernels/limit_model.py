@@ -63,7 +63,9 @@ def supports(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> boo
     c = model.config
     if c.reembed or c.normalise_data or c.bias or c.tokens == "data":
         return False
-    if torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())):
+    if torch.is_grad_enabled() and (
+        X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())
+    ):
         return False
     return all(
         b.score in FAST_SCORES and b.map in FAST_MAPS and not b.options and (b.dropout == 0 or not model.training)
@@ -96,7 +98,9 @@ def writes_hard_assignment(layer: KMeansLayer) -> bool:
     cax, sax = layer.CAX, layer.SAX
     if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
         return False
-    exact_reset = sax.config.identity or (sax.config.is_hard and sax.config.score == "euclidean" and same_map(sax.query, sax.key))
+    exact_reset = sax.config.identity or (
+        sax.config.is_hard and sax.config.score == "euclidean" and same_map(sax.query, sax.key)
+    )
     if not exact_reset:
         return False
     D, d = c.width, c.d
@@ -261,7 +265,9 @@ class _FastBlock:
             return torch.baddbmm(k2, q, k.transpose(1, 2), alpha=2.0, out=S), True
         return torch.bmm(q, k.transpose(1, 2), out=S), True
 
-    def attend_chunk(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool) -> torch.Tensor:
+    def attend_chunk(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool
+    ) -> torch.Tensor:
         beta = self.config.inverse_temperature
         if self.euclidean and exact:
             scores = euclidean_scores(q, k, query_norm=True, exact=True)
@@ -323,7 +329,12 @@ def _residual_in_place(tokens: torch.Tensor, *increments: tuple[slice | torch.Te
             return False
         if same_storage(values, tokens):
             target = tokens[..., rows]
-            if position != 0 or values.shape != target.shape or values.stride() != target.stride() or values.data_ptr() != target.data_ptr():
+            if (
+                position != 0
+                or values.shape != target.shape
+                or values.stride() != target.stride()
+                or values.data_ptr() != target.data_ptr()
+            ):
                 return False
     for rows, values, alpha in increments:
         tokens[..., rows].add_(values, alpha=alpha)
@@ -401,7 +412,9 @@ def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: 
             point_tokens, centre_tokens = runner.advance_(point_tokens, centre_tokens)
             C = trajectory[-1]
             if hard:
-                labels = _lowest_positive(model.embedding.assignments(point_tokens))
+                assignments = model.embedding.assignments(point_tokens)
+                assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+                labels = _lowest_positive(assignments)
                 objectives.append(assignment_cost_rows(X, C, center_rows(labels, model.k), runner.scratch))
             else:
                 objectives.append(_kmeans_objective(X, C))

@@ -72,10 +72,15 @@ def circuit_config(
     Euclidean assignment; ``CAC`` default: the linear centre update)."""
     shown = ", ".join(f"{key}={value!r}" for key, value in (options or {}).items())
     return LayerConfig(
-        d=d, k=k, tokens="onehot",
+        d=d,
+        k=k,
+        tokens="onehot",
         CAX=CAX or BlockConfig(score="euclidean", map="softmax", gamma=math.inf),
-        SAX=HARD_RESET, CAC=CAC or LINEAR_CENTRE_UPDATE, SAC=HARD_RESET,
-        normalise_data=normalise_data, seed=seed,
+        SAX=HARD_RESET,
+        CAC=CAC or LINEAR_CENTRE_UPDATE,
+        SAC=HARD_RESET,
+        normalise_data=normalise_data,
+        seed=seed,
         origin=f"from_variant({name!r}, d={d}, k={k}{', ' + shown if shown else ''})",
     ).validated()
 

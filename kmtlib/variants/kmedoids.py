@@ -110,7 +110,9 @@ def exact_costs(X: torch.Tensor, member: torch.Tensor, candidates: torch.Tensor)
     return (sq * member.to(X.dtype).unsqueeze(2)).sum(-1)
 
 
-def medoid_selection_scores(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, gamma: float, **_: Any) -> torch.Tensor:
+def medoid_selection_scores(
+    q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, gamma: float, **_: Any
+) -> torch.Tensor:
     """The centre block's scores (B, k, n) of centre tokens ``q`` over point tokens ``k``: the
     medoid scores :func:`medoid_scores` at ``gamma = 1/tau`` finite; in the limit ``tau = 0`` the
     exact decision (module documentation): the best few members re-scored exactly, ties to the
