@@ -18,12 +18,9 @@ import torch
 
 from kmtlib import init_centers, kmeans_objective, lloyd, sample_tasks
 from kmtlib.evaluate import evaluate_multistep, evaluate_seeds
-from kmtlib.learned import (
-    TrainableLayer,
-    euclidean_attention,
-    explicit_euclidean_attention,
-    sample_dropped,
-)
+from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
+from kmtlib.layer import BLOCK_NAMES, KMeansLayer
+from kmtlib.learned import trainable_config
 from kmtlib.losses import smoothed_objective
 from kmtlib.transformer import KMeansTransformer, load_model
 
@@ -132,17 +129,26 @@ def test_sample_dropped_is_bernoulli():
 
 
 # -------------------------------------------------------------------------------- the model
-@pytest.mark.parametrize("embedding,width", [("onehot", 42), ("none", 32)])
+@pytest.mark.parametrize("embedding,width", [("onehot", 42), ("none", 32), ("data", 32)])
 def test_model_structure_and_parameter_count(embedding, width):
     m = KMeansTransformer.trainable(32, 10, embedding=embedding)
-    assert isinstance(m.layer, TrainableLayer) and m.reembed and m.width == width
+    assert isinstance(m.layer, KMeansLayer) and m.reembed and m.width == width and m.fast
     assert sum(p.numel() for p in m.parameters()) == 12 * (width * width + width)
-    assert list(m.layer.blocks) == ["cax", "sax", "cac", "sac"]
-    assert m.config == {
-        "builder": "trainable",
-        "kwargs": {"d": 32, "k": 10, "embedding": embedding, "gamma": 1.0, "dropout": 0.01, "impl": "fast"},
-    }
-    assert m.layer.sax.scale == pytest.approx(1.0 / math.sqrt(width))
+    assert all(p.requires_grad for p in m.parameters())
+    assert list(m.layer.blocks) == list(BLOCK_NAMES) == ["CAX", "SAX", "CAC", "SAC"]
+    assert m.config == trainable_config(32, 10, embedding, 1.0, 0.01)
+    assert m.config.tokens == ("data" if embedding == "none" else embedding)
+    assert m.config.trainable and m.config.reembed and m.config.bias
+    for block in m.layer.blocks.values():
+        assert (block.config.score, block.config.map, block.config.gamma, block.config.dropout) == (
+            "euclidean",
+            "softmax",
+            1.0,
+            0.01,
+        )
+        assert all(linear.bias is not None for linear in (block.query, block.key, block.value))
+    assert m.layer.SAX.config.scale == pytest.approx(1.0 / math.sqrt(width))
+    assert m.layer.SAX.config.inverse_temperature == pytest.approx(1.0 / math.sqrt(width))
 
 
 def test_deterministic_initialisation():
@@ -162,17 +168,19 @@ def test_deterministic_initialisation():
 def test_fast_model_equals_explicit_model_in_eval_mode():
     X, C0 = _tasks(B=3, n=30, d=3, k=4)
     fast = _model(seed=2).eval()
-    slow = _model(seed=2, impl="explicit").eval()
+    slow = _model(seed=2, fast=False).eval()
+    assert fast.fast and not slow.fast
     with torch.no_grad():  # make the weights large, as training does, to stress the expansion
         for p in fast.parameters():
             p.mul_(4)
     slow.load_state_dict(fast.state_dict())
     a, b = fast(X, C0, steps=3), slow(X, C0, steps=3)
     torch.testing.assert_close(a.centers, b.centers, rtol=0, atol=1e-10)
-    fast.train()
-    slow.train()
-    for block in list(fast.layer.blocks.values()) + list(slow.layer.blocks.values()):
-        block.dropout = 0.0
+    # gradients in train mode, without dropout (the two draw their masks differently)
+    state = fast.state_dict()
+    fast, slow = _model(seed=2, dropout=0.0).train(), _model(seed=2, dropout=0.0, fast=False).train()
+    fast.load_state_dict(state)
+    slow.load_state_dict(state)
     la = smoothed_objective(X, fast.step(X, C0)).sum()
     lb = smoothed_objective(X, slow.step(X, C0)).sum()
     ga = torch.autograd.grad(la, list(fast.parameters()))
@@ -213,7 +221,7 @@ def test_dropout_only_in_train_mode_and_seeded():
     assert torch.equal(t1, t2)
     assert not torch.equal(t1, t3) and not torch.equal(t1, e1)
     assert float((t1 - e1).abs().median()) < 0.05  # p = 0.01 moves most outputs a little
-    with pytest.raises(TypeError, match="dropout_generator"):
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator"):
         m.layer.dropout_generator = 3
 
 
@@ -222,7 +230,7 @@ def test_save_load_round_trip(tmp_path):
     m = _model(embedding="none", seed=4, gamma=2.5, dropout=0.05).eval()
     path = m.save(tmp_path / "m.pt")
     m2 = load_model(path).eval()
-    assert m2.config == m.config and m2.layer.sax.gamma == 2.5 and m2.layer.sax.dropout == 0.05
+    assert m2.config == m.config and m2.layer.SAX.config.gamma == 2.5 and m2.layer.SAX.config.dropout == 0.05
     with torch.no_grad():
         a, b = m(X, C0, steps=4), m2(X, C0, steps=4)
     assert torch.equal(a.centers, b.centers)
@@ -243,8 +251,10 @@ def test_bad_arguments():
         KMeansTransformer.trainable(0, 4)
     with pytest.raises(TypeError, match="k must be an integer"):
         KMeansTransformer.trainable(3, 4.0)
-    with pytest.raises(ValueError, match="unknown impl"):
-        KMeansTransformer.trainable(3, 4, impl="flash")
+    with pytest.raises(TypeError, match="fast must be True or False"):
+        KMeansTransformer.trainable(3, 4, fast="flash")
+    with pytest.raises(TypeError, match="impl"):  # (the old kernel option: now model.fast)
+        KMeansTransformer.trainable(3, 4, impl="explicit")
     m = _model(d=3, k=4)
     X, C0 = _tasks(d=5, k=4)
     with pytest.raises(ValueError, match="built for d=3"):
