@@ -18,7 +18,7 @@ import torch
 import kmtlib
 from kmtlib._numerics import first_equal_key, tie_equal_keys, times_power_of_two
 from kmtlib.attention import softmax_attention
-from kmtlib.transformer import _lowest_positive
+from kmtlib.kernels.limit_model import _lowest_positive
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
@@ -172,7 +172,7 @@ def test_dense_hard_self_attention_splits_exactly_over_copies_at_any_position(at
     C0 = X[:, 2:5].clone()
     model = kmtlib.KMeansTransformer.from_theorem(3, 3, attention=attention).to(F64)
     P, _ = model.embedding.embed(X, C0)
-    W = model.layer.blocks["SAX"].weights(P)
+    W = model.layer.blocks["SAX"].weights(P, P)
     same = (X.unsqueeze(2) == X.unsqueeze(1)).all(-1).to(F64)
     assert torch.equal(W, same / same.sum(-1, keepdim=True))
 
