@@ -67,7 +67,7 @@ def test_trainable_block_weights_read_the_linear_maps(embedding, width):
     model = kmtlib.KMeansTransformer.trainable(D_, K_, embedding=embedding, generator=3)
     got = block_weights(model)
     for name, bw in got.items():
-        block = getattr(model.layer, name.lower())
+        block = getattr(model.layer, name)
         assert bw.Q.dtype == torch.float64 and bw.Q.shape == (width, width)
         assert torch.equal(bw.Q, block.query.weight.detach().double())
         assert torch.equal(bw.v_bias, block.value.bias.detach().double())
@@ -119,10 +119,10 @@ def test_limit_model_maps_and_measures_give_lloyd():
 
 def test_paper_theorem_model_temperature_and_closeness_to_the_limit():
     m = paper_theorem_model(D_, K_, gamma=1000.0)
-    assert m.layer.blocks["CAX"].inverse_temperature == pytest.approx(1000.0 / math.sqrt(D_ + K_))
-    assert m.layer.blocks["CAC"].map == "softmax" and not m.layer.blocks["SAX"].identity
+    assert m.layer.blocks["CAX"].config.inverse_temperature == pytest.approx(1000.0 / math.sqrt(D_ + K_))
+    assert m.layer.blocks["CAC"].config.map == "softmax" and not m.layer.blocks["SAX"].config.identity
     raw = paper_theorem_model(D_, K_, gamma=1000.0, sqrt_scaling=False)
-    assert raw.layer.blocks["SAX"].inverse_temperature == pytest.approx(1000.0)
+    assert raw.layer.blocks["SAX"].config.inverse_temperature == pytest.approx(1000.0)
     X, C = _tasks(seed=2)
     soft, hard = layer_maps(raw, X, C), layer_maps(_limit_model(), X, C)
     for name in ("CAX", "CAC", "SAC"):
