@@ -253,7 +253,7 @@ def _state_mismatch(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> s
     parts = []
     for label, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape (file vs model)", shapes)):
         if items:
-            parts.append(f"{label}: {', '.join(items[:3])}{', ...' if len(items) > 3 else ''} ({len(items)})")
+            parts.append(f"{label}: {', '.join(items[:2])}{', ...' if len(items) > 2 else ''} ({len(items)})")
     return "; ".join(parts) or "load_state_dict refused it"
 
 

@@ -32,8 +32,25 @@ from kmtlib.train import RunFolderError, load_checkpoint_model, main, read_log, 
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
 STEPS, STOPPED_AT = 30, 20  # the damaged folders are a 30-step run stopped at step 20
-CLI = ["--d", "3", "--k", "3", "--n", "24", "--batch", "8", "--eval-every", "5", "--val-batches", "2",
-       "--seed", "123", "--threads", "1", "--quiet"]
+CLI = [
+    "--d",
+    "3",
+    "--k",
+    "3",
+    "--n",
+    "24",
+    "--batch",
+    "8",
+    "--eval-every",
+    "5",
+    "--val-batches",
+    "2",
+    "--seed",
+    "123",
+    "--threads",
+    "1",
+    "--quiet",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -65,7 +82,9 @@ def _copy(runs: Path, tmp_path: Path, name: str = "stopped") -> Path:
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, weights_only=True, map_location="cpu")["model" if path.name in ("last.pt", "previous.pt") else "state_dict"]
+    return torch.load(path, weights_only=True, map_location="cpu")[
+        "model" if path.name in ("last.pt", "previous.pt") else "state_dict"
+    ]
 
 
 def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -80,7 +99,11 @@ def _log_without_wall(folder: Path) -> list[dict]:
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     """Every file's bytes and modification time (the lock file aside)."""
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file() and p.name != ".lock"}
+    return {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def _rewrite_log(folder: Path, edit) -> None:
@@ -96,32 +119,106 @@ def _lines(text: str) -> list[str]:
 # (damage, what the repair line must say); the log at step 20 has a header and rows 0, 5, ..., 20.
 _ROW_25 = "25,1.5,0.5,0.3,0.01,2.0\n"
 REPAIRABLE = {
-    "log cut mid-row": (lambda f, runs: _rewrite_log(f, lambda t: t[:-9]), r"log\.csv: cut short mid-row after step 15.*restored from the copy in .*last\.pt.*log\.csv\.damaged"),
-    "log with fewer rows": (lambda f, runs: _rewrite_log(f, lambda t: "".join(_lines(t)[:3])), r"log\.csv: cut short after step 5.*restored.*up to step 20"),
+    "log cut mid-row": (
+        lambda f, runs: _rewrite_log(f, lambda t: t[:-9]),
+        r"log\.csv: cut short mid-row after step 15.*restored from the copy in .*last\.pt.*log\.csv\.damaged",
+    ),
+    "log with fewer rows": (
+        lambda f, runs: _rewrite_log(f, lambda t: "".join(_lines(t)[:3])),
+        r"log\.csv: cut short after step 5.*restored.*up to step 20",
+    ),
     "log cut to its header": (lambda f, runs: _rewrite_log(f, lambda t: _lines(t)[0]), r"log\.csv: cut short"),
     "log empty": (lambda f, runs: (f / "log.csv").write_bytes(b""), r"log\.csv: empty; restored"),
-    "log missing": (lambda f, runs: (f / "log.csv").unlink(), r"log\.csv: missing; restored from the copy in .*last\.pt"),
-    "log with rows after the checkpoint": (lambda f, runs: _rewrite_log(f, lambda t: t + _ROW_25 + "30,1.4,0.5,0.3,0.01,2.5\n"), r"log\.csv: dropped 2 row\(s\) after step 20 \(step 25, 30\).*trained again"),
-    "log with a garbage line": (lambda f, runs: _rewrite_log(f, lambda t: t + "hello, world\n"), r"log\.csv: line 7, after the checkpoint's last row, is not a later row"),
-    "log with garbage inside": (lambda f, runs: _rewrite_log(f, lambda t: "".join(_lines(t)[:3]) + "x,y,z\n" + "".join(_lines(t)[3:])), r"log\.csv: line 4 differs from the checkpoint's copy"),
-    "log with a repeated row": (lambda f, runs: _rewrite_log(f, lambda t: t + _lines(t)[-1]), r"log\.csv: line 7, after the checkpoint's last row, is not a later row"),
-    "log with binary junk": (lambda f, runs: (f / "log.csv").write_bytes((f / "log.csv").read_bytes() + b"\0\xff" * 40), r"log\.csv: line 7"),
-    "log of another run": (lambda f, runs: shutil.copy(runs / "other" / "log.csv", f / "log.csv"), r"log\.csv: line 2 differs"),
-    "checkpoint truncated": (lambda f, runs: (f / "last.pt").write_bytes((f / "last.pt").read_bytes()[:2000]), r"last\.pt: not a kmtlib training checkpoint \(truncated.*resuming from the earlier checkpoint .*previous\.pt \(step 15\)"),
-    "checkpoint empty": (lambda f, runs: (f / "last.pt").write_bytes(b""), r"last\.pt: not a kmtlib training checkpoint \(the file is empty"),
-    "checkpoint missing": (lambda f, runs: (f / "last.pt").unlink(), r"last\.pt: no such file.*previous\.pt \(step 15\)"),
-    "checkpoint random bytes": (lambda f, runs: (f / "last.pt").write_bytes(os.urandom(4000)), r"last\.pt: not a kmtlib training checkpoint"),
-    "checkpoint is a tensor": (lambda f, runs: torch.save(torch.zeros(3), f / "last.pt"), r"last\.pt: not a kmtlib training checkpoint \(it holds a tensor of shape \(3,\)"),
-    "checkpoint is a model file": (lambda f, runs: shutil.copy(f / "best.pt", f / "last.pt"), r"last\.pt: .*a model file"),
-    "checkpoint lacks an entry": (lambda f, runs: _edit_checkpoint(f / "last.pt", lambda p: p.pop("optimizer")), r"last\.pt: damaged kmtlib training checkpoint \(its 'optimizer' entry is missing"),
-    "checkpoint weights of another shape": (lambda f, runs: _edit_checkpoint(f / "last.pt", lambda p: p.update(model=torch.load(runs / "other" / "last.pt", weights_only=True)["model"])), r"last\.pt: damaged kmtlib training checkpoint \(its training state does not load"),
-    "best model truncated": (lambda f, runs: (f / "best.pt").write_bytes((f / "best.pt").read_bytes()[:500]), r"best\.pt: not a kmtlib model file \(truncated.*restored the best model so far"),
-    "best model missing": (lambda f, runs: (f / "best.pt").unlink(), r"best\.pt: no such file.*restored the best model"),
-    "manifest not JSON": (lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"{not json"), r"manifest\.json: not a valid manifest.*manifest\.json\.damaged"),
-    "manifest JSON but not a manifest": (lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"[]"), r"manifest\.json: not a valid manifest.*set aside"),
-    "model file damaged": (lambda f, runs: _extended_finished_run(f, runs, "model.pt", b"\x80\x02garbage"), r"model\.pt: not a kmtlib model file.*written again when the run finishes"),
-    "temporaries of a killed save": (lambda f, runs: ((f / ".last.pt.k1l2.tmp").write_bytes(b"half"), (f / ".manifest.json.tmp").write_text("{")), r"removed 2 temporary file\(s\).*\.last\.pt\.k1l2\.tmp"),
-    "killed between the two renames of a save": (lambda f, runs: _killed_between_renames(f), r"last\.pt: no such file.*previous\.pt \(step 20\)"),
+    "log missing": (
+        lambda f, runs: (f / "log.csv").unlink(),
+        r"log\.csv: missing; restored from the copy in .*last\.pt",
+    ),
+    "log with rows after the checkpoint": (
+        lambda f, runs: _rewrite_log(f, lambda t: t + _ROW_25 + "30,1.4,0.5,0.3,0.01,2.5\n"),
+        r"log\.csv: dropped 2 row\(s\) after step 20 \(step 25, 30\).*trained again",
+    ),
+    "log with a garbage line": (
+        lambda f, runs: _rewrite_log(f, lambda t: t + "hello, world\n"),
+        r"log\.csv: line 7, after the checkpoint's last row, is not a later row",
+    ),
+    "log with garbage inside": (
+        lambda f, runs: _rewrite_log(f, lambda t: "".join(_lines(t)[:3]) + "x,y,z\n" + "".join(_lines(t)[3:])),
+        r"log\.csv: line 4 differs from the checkpoint's copy",
+    ),
+    "log with a repeated row": (
+        lambda f, runs: _rewrite_log(f, lambda t: t + _lines(t)[-1]),
+        r"log\.csv: line 7, after the checkpoint's last row, is not a later row",
+    ),
+    "log with binary junk": (
+        lambda f, runs: (f / "log.csv").write_bytes((f / "log.csv").read_bytes() + b"\0\xff" * 40),
+        r"log\.csv: line 7",
+    ),
+    "log of another run": (
+        lambda f, runs: shutil.copy(runs / "other" / "log.csv", f / "log.csv"),
+        r"log\.csv: line 2 differs",
+    ),
+    "checkpoint truncated": (
+        lambda f, runs: (f / "last.pt").write_bytes((f / "last.pt").read_bytes()[:2000]),
+        r"last\.pt: not a kmtlib training checkpoint \(truncated.*resuming from the earlier checkpoint .*previous\.pt \(step 15\)",
+    ),
+    "checkpoint empty": (
+        lambda f, runs: (f / "last.pt").write_bytes(b""),
+        r"last\.pt: not a kmtlib training checkpoint \(the file is empty",
+    ),
+    "checkpoint missing": (
+        lambda f, runs: (f / "last.pt").unlink(),
+        r"last\.pt: no such file.*previous\.pt \(step 15\)",
+    ),
+    "checkpoint random bytes": (
+        lambda f, runs: (f / "last.pt").write_bytes(os.urandom(4000)),
+        r"last\.pt: not a kmtlib training checkpoint",
+    ),
+    "checkpoint is a tensor": (
+        lambda f, runs: torch.save(torch.zeros(3), f / "last.pt"),
+        r"last\.pt: not a kmtlib training checkpoint \(it holds a tensor of shape \(3,\)",
+    ),
+    "checkpoint is a model file": (
+        lambda f, runs: shutil.copy(f / "best.pt", f / "last.pt"),
+        r"last\.pt: .*a model file",
+    ),
+    "checkpoint lacks an entry": (
+        lambda f, runs: _edit_checkpoint(f / "last.pt", lambda p: p.pop("optimizer")),
+        r"last\.pt: damaged kmtlib training checkpoint \(its 'optimizer' entry is missing",
+    ),
+    "checkpoint weights of another shape": (
+        lambda f, runs: _edit_checkpoint(
+            f / "last.pt", lambda p: p.update(model=torch.load(runs / "other" / "last.pt", weights_only=True)["model"])
+        ),
+        r"last\.pt: damaged kmtlib training checkpoint \(its training state does not load",
+    ),
+    "best model truncated": (
+        lambda f, runs: (f / "best.pt").write_bytes((f / "best.pt").read_bytes()[:500]),
+        r"best\.pt: not a kmtlib model file \(truncated.*restored the best model so far",
+    ),
+    "best model missing": (
+        lambda f, runs: (f / "best.pt").unlink(),
+        r"best\.pt: no such file.*restored the best model",
+    ),
+    "manifest not JSON": (
+        lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"{not json"),
+        r"manifest\.json: not a valid manifest.*manifest\.json\.damaged",
+    ),
+    "manifest JSON but not a manifest": (
+        lambda f, runs: _extended_finished_run(f, runs, "manifest.json", b"[]"),
+        r"manifest\.json: not a valid manifest.*set aside",
+    ),
+    "model file damaged": (
+        lambda f, runs: _extended_finished_run(f, runs, "model.pt", b"\x80\x02garbage"),
+        r"model\.pt: not a kmtlib model file.*written again when the run finishes",
+    ),
+    "temporaries of a killed save": (
+        lambda f, runs: ((f / ".last.pt.k1l2.tmp").write_bytes(b"half"), (f / ".manifest.json.tmp").write_text("{")),
+        r"removed 2 temporary file\(s\).*\.last\.pt\.k1l2\.tmp",
+    ),
+    "killed between the two renames of a save": (
+        lambda f, runs: _killed_between_renames(f),
+        r"last\.pt: no such file.*previous\.pt \(step 20\)",
+    ),
 }
 
 
@@ -179,15 +276,48 @@ def test_resume_repairs_a_damaged_folder_and_ends_as_an_uninterrupted_run(runs, 
 
 # ------------------------------------------------------------------ run folders: refused
 REFUSED = {
-    "both checkpoints damaged": (lambda f, runs: ((f / "last.pt").write_bytes(b""), (f / "previous.pt").write_bytes(b"junk")), r"last\.pt: not a kmtlib training checkpoint \(the file is empty.*previous\.pt: not a kmtlib training checkpoint.*--overwrite"),
-    "checkpoint truncated, no earlier one": (lambda f, runs: ((f / "last.pt").write_bytes((f / "last.pt").read_bytes()[:3000]), (f / "previous.pt").unlink()), r"last\.pt: not a kmtlib training checkpoint \(truncated.*no earlier checkpoint"),
-    "no checkpoint but a log of 20 steps": (lambda f, runs: ((f / "last.pt").unlink(), (f / "previous.pt").unlink()), r"last\.pt: missing, so .* cannot be resumed \(.*log\.csv records training up to step 20\)"),
-    "checkpoint of another run": (lambda f, runs: shutil.copy(runs / "other" / "last.pt", f / "last.pt"), r"last\.pt: the checkpoint of another run \(d: 4 there vs 3 now\)"),
-    "manifest of another run": (lambda f, runs: shutil.copy(runs / "other" / "manifest.json", f / "manifest.json"), r"manifest\.json: the manifest of another run \(d: 4 there vs 3 now\)"),
-    "model of another run": (lambda f, runs: shutil.copy(runs / "other" / "model.pt", f / "model.pt"), r"model\.pt: a model of another configuration \(d: 4 there vs 3 here\)"),
-    "a pickle of other objects as checkpoint": (lambda f, runs: ((f / "last.pt").write_bytes(pickle.dumps({"a": _Foreign()}, protocol=2)), (f / "previous.pt").unlink()), r"last\.pt: not a kmtlib training checkpoint \(it holds Python objects that a weights-only load refuses"),
-    "a folder in place of a file": (lambda f, runs: ((f / "best.pt").unlink(), (f / "best.pt").mkdir()), r"best\.pt: a folder where the run keeps its best\.pt file"),
-    "a finished run without its checkpoints (as shipped)": (lambda f, runs: _as_shipped(f, runs), r"last\.pt: missing.*model\.pt.*no checkpoint"),
+    "both checkpoints damaged": (
+        lambda f, runs: ((f / "last.pt").write_bytes(b""), (f / "previous.pt").write_bytes(b"junk")),
+        r"last\.pt: not a kmtlib training checkpoint \(the file is empty.*previous\.pt: not a kmtlib training checkpoint.*--overwrite",
+    ),
+    "checkpoint truncated, no earlier one": (
+        lambda f, runs: (
+            (f / "last.pt").write_bytes((f / "last.pt").read_bytes()[:3000]),
+            (f / "previous.pt").unlink(),
+        ),
+        r"last\.pt: not a kmtlib training checkpoint \(truncated.*no earlier checkpoint",
+    ),
+    "no checkpoint but a log of 20 steps": (
+        lambda f, runs: ((f / "last.pt").unlink(), (f / "previous.pt").unlink()),
+        r"last\.pt: missing, so .* cannot be resumed \(.*log\.csv records training up to step 20\)",
+    ),
+    "checkpoint of another run": (
+        lambda f, runs: shutil.copy(runs / "other" / "last.pt", f / "last.pt"),
+        r"last\.pt: the checkpoint of another run \(d: 4 there vs 3 now\)",
+    ),
+    "manifest of another run": (
+        lambda f, runs: shutil.copy(runs / "other" / "manifest.json", f / "manifest.json"),
+        r"manifest\.json: the manifest of another run \(d: 4 there vs 3 now\)",
+    ),
+    "model of another run": (
+        lambda f, runs: shutil.copy(runs / "other" / "model.pt", f / "model.pt"),
+        r"model\.pt: a model of another configuration \(d: 4 there vs 3 here[;)]",
+    ),
+    "a pickle of other objects as checkpoint": (
+        lambda f, runs: (
+            (f / "last.pt").write_bytes(pickle.dumps({"a": _Foreign()}, protocol=2)),
+            (f / "previous.pt").unlink(),
+        ),
+        r"last\.pt: not a kmtlib training checkpoint \(it holds Python objects that a weights-only load refuses",
+    ),
+    "a folder in place of a file": (
+        lambda f, runs: ((f / "best.pt").unlink(), (f / "best.pt").mkdir()),
+        r"best\.pt: a folder where the run keeps its best\.pt file",
+    ),
+    "a finished run without its checkpoints (as shipped)": (
+        lambda f, runs: _as_shipped(f, runs),
+        r"last\.pt: missing.*model\.pt.*no checkpoint",
+    ),
 }
 
 
@@ -230,7 +360,9 @@ def test_resume_refuses_what_it_cannot_repair_before_anything_runs(runs, tmp_pat
 def test_resume_with_fewer_steps_than_done_names_both(runs, tmp_path):
     folder = _copy(runs, tmp_path)
     before = _snapshot(folder)
-    with pytest.raises(RunFolderError, match=r"last\.pt: the run is at step 20, past the 10 steps asked for: pass --steps 20 or more"):
+    with pytest.raises(
+        RunFolderError, match=r"last\.pt: the run is at step 20, past the 10 steps asked for: pass --steps 20 or more"
+    ):
         train(dict(TINY, steps=10), folder, quiet=True, resume=True)
     assert _snapshot(folder) == before
 
@@ -260,8 +392,12 @@ def test_cli_refuses_a_damaged_folder_in_one_error_line(runs, tmp_path):
     folder = _copy(runs, tmp_path)
     (folder / "last.pt").write_bytes(b"")
     (folder / "previous.pt").write_bytes(b"")
-    proc = subprocess.run([sys.executable, "-m", "kmtlib.train", *CLI, "--steps", str(STEPS), "--resume", "--out", str(folder)],
-                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmtlib.train", *CLI, "--steps", str(STEPS), "--resume", "--out", str(folder)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(folder / "last.pt") in lines[0], proc.stderr
@@ -279,14 +415,17 @@ def test_an_empty_run_folder_is_refused(out, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing written into the working directory
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--threads", "0"], "--threads must be >= 1"),
-    (["--steps", "-1"], "steps must be >= 0"),
-    (["--eval-every", "0"], "eval_every must be >= 1"),
-    (["--lr", "nan"], "lr must be a positive finite number"),
-    (["--dropout", "1"], r"dropout must be in \[0, 1\)"),
-    (["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--threads", "0"], "--threads must be >= 1"),
+        (["--steps", "-1"], "steps must be >= 0"),
+        (["--eval-every", "0"], "eval_every must be >= 1"),
+        (["--lr", "nan"], "lr must be a positive finite number"),
+        (["--dropout", "1"], r"dropout must be in \[0, 1\)"),
+        (["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
+    ],
+)
 def test_bad_arguments_are_refused_before_the_folder_is_made(args, said, tmp_path):
     with pytest.raises(SystemExit, match=said):
         main([*CLI, "--steps", "5", *args, "--out", str(tmp_path / "new")])
@@ -296,7 +435,9 @@ def test_bad_arguments_are_refused_before_the_folder_is_made(args, said, tmp_pat
 def test_a_folder_holding_a_run_is_not_overwritten_without_overwrite(runs, tmp_path):
     folder = _copy(runs, tmp_path)
     before = _snapshot(folder)
-    with pytest.raises(SystemExit, match=r"error: .* already holds a training run \(log\.csv, last\.pt.*--resume.*--overwrite"):
+    with pytest.raises(
+        SystemExit, match=r"error: .* already holds a training run \(log\.csv, last\.pt.*--resume.*--overwrite"
+    ):
         main([*CLI, "--steps", "5", "--out", str(folder)])
     assert _snapshot(folder) == before
     only_log = tmp_path / "only_log"  # a log alone (say, copied in) is protected as well
@@ -315,7 +456,9 @@ def test_overwrite_starts_again_as_a_fresh_run(runs, tmp_path):
     folder = _copy(runs, tmp_path)
     (folder / ".best.pt.zz.tmp").write_bytes(b"")
     summary = main([*CLI, "--steps", "10", "--overwrite", "--out", str(folder)])
-    assert summary["status"] == "finished" and any("--overwrite: deleted the previous run's" in n for n in summary["notes"])
+    assert summary["status"] == "finished" and any(
+        "--overwrite: deleted the previous run's" in n for n in summary["notes"]
+    )
     fresh = train(dict(TINY, steps=10), tmp_path / "fresh", quiet=True)
     assert fresh["notes"] == []
     _assert_same_weights(_weights(folder / "model.pt"), _weights(tmp_path / "fresh" / "model.pt"))
@@ -326,7 +469,9 @@ def test_overwrite_starts_again_as_a_fresh_run(runs, tmp_path):
 def test_a_run_killed_in_its_first_evaluation_starts_afresh_on_resume(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "log.csv").write_text("step,train_loss,val_rel_objective,val_log_objective,lr,wall_s\n0,,2.7,1.5,0.01,0.1\n")
+    (folder / "log.csv").write_text(
+        "step,train_loss,val_rel_objective,val_log_objective,lr,wall_s\n0,,2.7,1.5,0.01,0.1\n"
+    )
     summary = train(dict(TINY, steps=10), folder, quiet=True, resume=True)
     assert summary["status"] == "finished" and "starting it afresh" in summary["notes"][0]
     train(dict(TINY, steps=10), tmp_path / "fresh", quiet=True)
@@ -338,9 +483,50 @@ def _model_payload(path: Path) -> dict:
     return torch.load(path, weights_only=True)
 
 
+def _old_payload(path: Path, **kwargs) -> dict:
+    """The trainable model of ``path`` as a format-1 file (before version 0.2) wrote it: the
+    builder's name and options, and the weights under the old layer's names
+    (``layer.cax.query.weight``); ``kwargs`` change or add builder options."""
+    payload = _model_payload(path)
+    config = payload["config"]
+    assert config["trainable"] and config["tokens"] in ("onehot", "data")  # (the runs train this)
+    options = {
+        "d": config["d"],
+        "k": config["k"],
+        "embedding": "none" if config["tokens"] == "data" else "onehot",
+        "gamma": config["CAX"]["gamma"],
+        "dropout": config["CAX"]["dropout"],
+        "impl": "fast",
+    }
+    state = {
+        ".".join([*key.split(".")[:1], key.split(".")[1].lower(), *key.split(".")[2:]]): value
+        for key, value in payload["state_dict"].items()
+    }
+    assert all(key.startswith(("layer.cax.", "layer.sax.", "layer.cac.", "layer.sac.")) for key in state)
+    return dict(
+        payload,
+        format="kmtlib.KMeansTransformer/1",
+        config={"builder": "trainable", "kwargs": dict(options, **kwargs)},
+        state_dict=state,
+    )
+
+
+def _new_config(path: Path, block: dict | None = None, **fields) -> dict:
+    """The payload of ``path`` (format 2) with fields of its layer configuration changed or added
+    (``block``: changes to every block's fields)."""
+    payload = _model_payload(path)
+    config = dict(payload["config"], **fields)
+    for name in ("CAX", "SAX", "CAC", "SAC"):
+        config[name] = dict(config[name], **(block or {}))
+    return dict(payload, config=config)
+
+
 MODEL_DAMAGE = {
     "empty": (lambda p: p.write_bytes(b""), "the file is empty"),
-    "truncated": (lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]), "truncated or damaged torch archive"),
+    "truncated": (
+        lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+        "truncated or damaged torch archive",
+    ),
     "truncated to a few bytes": (lambda p: p.write_bytes(p.read_bytes()[:10]), "truncated or damaged torch archive"),
     "random bytes": (lambda p: p.write_bytes(b"\x13" + os.urandom(2000)), "not a torch file"),
     "text": (lambda p: p.write_text("these are not weights\n"), "not a torch file"),
@@ -348,16 +534,86 @@ MODEL_DAMAGE = {
     "one flipped bit in a weight": (lambda p: _flip_a_weight_bit(p), "does not match its CRC-32 checksum"),
     "a plain tensor": (lambda p: torch.save(torch.zeros(3, 3), p), "it holds a tensor of shape (3, 3)"),
     "a dict without format": (lambda p: torch.save({"weights": torch.zeros(2)}, p), "no 'format' entry"),
-    "a dict without config": (lambda p: torch.save({k: v for k, v in _model_payload(p).items() if k != "config"}, p), "the 'config' entry is missing"),
+    "a dict without config": (
+        lambda p: torch.save({k: v for k, v in _model_payload(p).items() if k != "config"}, p),
+        "the 'config' entry is missing",
+    ),
     "a bare state dict": (lambda p: torch.save(_model_payload(p)["state_dict"], p), "no 'format' entry"),
-    "another model's state dict": (lambda p: torch.save(dict(_model_payload(p), state_dict=KMeansTransformer.from_theorem(2, 3).state_dict()), p), "its weights do not fit the model its configuration describes: missing"),
-    "a config with unknown keys": (lambda p: torch.save(dict(_model_payload(p), config=dict(_model_payload(p)["config"], wings=2)), p), "must have the keys 'builder' and 'kwargs'"),
-    "a config with unknown options": (lambda p: torch.save(dict(_model_payload(p), config={"builder": "trainable", "kwargs": dict(_model_payload(p)["config"]["kwargs"], wings=2)}), p), "does not build a model"),
-    "a config of wrong shapes": (lambda p: torch.save(dict(_model_payload(p), config={"builder": "trainable", "kwargs": dict(_model_payload(p)["config"]["kwargs"], d=5)}), p), "wrong shape"),
-    "an unknown builder": (lambda p: torch.save(dict(_model_payload(p), config={"builder": "save", "kwargs": {}}), p), "unknown builder 'save'"),
-    "NaN weights": (lambda p: torch.save(dict(_model_payload(p), state_dict={k: v * float("nan") for k, v in _model_payload(p)["state_dict"].items()}), p), "hold NaN or infinite values"),
-    "a pickle a weights-only load refuses": (lambda p: torch.save({"obj": _Foreign()}, p), "a weights-only load refuses"),
-    "a plain pickle": (lambda p: p.write_bytes(pickle.dumps({"config": "x"}, protocol=4)), "a weights-only load refuses"),
+    "another model's state dict": (
+        lambda p: torch.save(dict(_model_payload(p), state_dict=KMeansTransformer.from_theorem(2, 3).state_dict()), p),
+        "its weights do not fit the model its configuration describes: missing",
+    ),
+    # format 1 (builder and options; still read)
+    "an old config with unknown keys": (
+        lambda p: torch.save(dict(_old_payload(p), config=dict(_old_payload(p)["config"], wings=2)), p),
+        "must have the keys 'builder' and 'kwargs'",
+    ),
+    "an old config with unknown options": (lambda p: torch.save(_old_payload(p, wings=2), p), "does not build a model"),
+    "an old config with a placement option": (
+        lambda p: torch.save(_old_payload(p, device="cpu"), p),
+        "carries the option(s) device",
+    ),
+    "an old config of wrong shapes": (lambda p: torch.save(_old_payload(p, d=5), p), "wrong shape"),
+    "an unknown builder": (
+        lambda p: torch.save(dict(_old_payload(p), config={"builder": "save", "kwargs": {}}), p),
+        "unknown builder 'save'",
+    ),
+    "an old state dict of unknown names": (
+        lambda p: torch.save(
+            dict(
+                _old_payload(p),
+                state_dict={k.replace("layer.cax.", "layer.cux."): v for k, v in _old_payload(p)["state_dict"].items()},
+            ),
+            p,
+        ),
+        "unexpected: layer.cux.",
+    ),
+    # format 2 (the layer configuration)
+    "a config with unknown keys": (lambda p: torch.save(_new_config(p, wings=2), p), "unknown fields ['wings']"),
+    "a config without a field": (
+        lambda p: torch.save(
+            dict(_model_payload(p), config={k: v for k, v in _model_payload(p)["config"].items() if k != "tokens"}), p
+        ),
+        "missing fields ['tokens']",
+    ),
+    "a block with unknown fields": (
+        lambda p: torch.save(_new_config(p, block={"wings": 2}), p),
+        "block CAX has unknown fields ['wings']",
+    ),
+    "a block with an unknown score": (
+        lambda p: torch.save(_new_config(p, block={"score": "cosine"}), p),
+        "unknown attention score 'cosine'",
+    ),
+    "a block with an unknown map": (
+        lambda p: torch.save(_new_config(p, block={"map": "maxout"}), p),
+        "does not describe a layer",
+    ),
+    "a block that is not a mapping": (
+        lambda p: torch.save(dict(_model_payload(p), config=dict(_model_payload(p)["config"], CAX=3)), p),
+        "block CAX is not a mapping",
+    ),
+    "a config of unknown tokens": (
+        lambda p: torch.save(_new_config(p, tokens="binary"), p),
+        "does not describe a layer",
+    ),
+    "a config of wrong shapes": (lambda p: torch.save(_new_config(p, d=5), p), "wrong shape"),
+    "NaN weights": (
+        lambda p: torch.save(
+            dict(
+                _model_payload(p), state_dict={k: v * float("nan") for k, v in _model_payload(p)["state_dict"].items()}
+            ),
+            p,
+        ),
+        "hold NaN or infinite values",
+    ),
+    "a pickle a weights-only load refuses": (
+        lambda p: torch.save({"obj": _Foreign()}, p),
+        "a weights-only load refuses",
+    ),
+    "a plain pickle": (
+        lambda p: p.write_bytes(pickle.dumps({"config": "x"}, protocol=4)),
+        "a weights-only load refuses",
+    ),
     "a training checkpoint": (lambda p: None, "it is a training checkpoint"),
 }
 
@@ -407,7 +663,9 @@ def test_model_file_error_is_a_value_error_and_a_missing_file_names_itself(tmp_p
         load_model(tmp_path)
 
 
-@pytest.mark.parametrize("case", ["empty", "truncated", "random bytes", "a plain tensor", "a pickle a weights-only load refuses"])
+@pytest.mark.parametrize(
+    "case", ["empty", "truncated", "random bytes", "a plain tensor", "a pickle a weights-only load refuses"]
+)
 def test_load_checkpoint_model_names_the_file_and_the_problem(saved, tmp_path, case):
     damage, said = MODEL_DAMAGE[case]
     path = tmp_path / "last.pt"
@@ -417,7 +675,9 @@ def test_load_checkpoint_model_names_the_file_and_the_problem(saved, tmp_path, c
     with pytest.raises(ModelFileError) as info:
         load_checkpoint_model(path)
     message = str(info.value)
-    assert message.startswith(f"{path}: not a kmtlib training checkpoint") and said.split(" of shape")[0] in message, message
+    assert message.startswith(f"{path}: not a kmtlib training checkpoint") and said.split(" of shape")[0] in message, (
+        message
+    )
     shutil.copy(saved / "best.pt", path)
     with pytest.raises(ModelFileError, match="it is a model file"):
         load_checkpoint_model(path)
@@ -425,8 +685,12 @@ def test_load_checkpoint_model_names_the_file_and_the_problem(saved, tmp_path, c
 
 def test_saved_models_still_load_exactly(tmp_path):
     # The checks reject nothing that save() writes: theorem, variant and trainable models.
-    for model in (KMeansTransformer.from_theorem(2, 3), KMeansTransformer.from_theorem(2, 3, attention="dot"),
-                  KMeansTransformer.from_variant("soft", 2, 3), KMeansTransformer.trainable(3, 2, embedding="none").double()):
+    for model in (
+        KMeansTransformer.from_theorem(2, 3),
+        KMeansTransformer.from_theorem(2, 3, attention="dot"),
+        KMeansTransformer.from_variant("soft", 2, 3),
+        KMeansTransformer.trainable(3, 2, embedding="none").double(),
+    ):
         path = model.save(tmp_path / "m.pt")
         again = load_model(path)
         assert again.config == model.config
@@ -440,7 +704,10 @@ LOG_DAMAGE = {
     "another header": ("step,loss\n0,1\n", r"line 1: not the header of a training log"),
     "a short row": ("HEADER\n0,,2.0,1.0\n", r"line 2: 4 fields, expected 6"),
     "a word for a number": ("HEADER\n0,,2.0,one,0.01,0.1\n", r"line 2: val_log_objective is 'one', not a number"),
-    "a repeated row": ("HEADER\n0,,2.0,1.0,0.01,0.1\n5,3.0,0.9,0.8,0.01,1.0\n5,3.0,0.9,0.8,0.01,1.0\n", r"line 4: step 5 after step 5"),
+    "a repeated row": (
+        "HEADER\n0,,2.0,1.0,0.01,0.1\n5,3.0,0.9,0.8,0.01,1.0\n5,3.0,0.9,0.8,0.01,1.0\n",
+        r"line 4: step 5 after step 5",
+    ),
     "NUL bytes": ("HEADER\n0,,2.0,1.0,0.01,0.1\n\0\0\0\n", r"line 3: "),
 }
 
@@ -471,5 +738,7 @@ def test_shipped_runs_name_a_damaged_manifest_or_model(saved, tmp_path):
     (run,) = shipped_runs("onehot", tmp_path)
     assert run.load().k == 3 and run.log()[-1]["step"] == STOPPED_AT
     (folder / "model.pt").write_bytes(b"")
-    with pytest.raises(ModelFileError, match=f"{re.escape(str(folder / 'model.pt'))}: not a kmtlib model file \\(the file is empty"):
+    with pytest.raises(
+        ModelFileError, match=f"{re.escape(str(folder / 'model.pt'))}: not a kmtlib model file \\(the file is empty"
+    ):
         run.load()
