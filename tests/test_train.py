@@ -157,7 +157,7 @@ def test_manifest_and_cli(tmp_path, capsys):
     ):
         assert key in manifest
     model = load_model(out / "model.pt")
-    assert model.config["kwargs"]["embedding"] == "none"
+    assert model.config.tokens == "data" and model.config.trainable  # ("none": the old name of the d-only tokens)
     _assert_same_weights(model.state_dict(), _weights(out))
     with pytest.raises(SystemExit, match="already holds"):
         main(["--d", "3", "--k", "3", "--n", "24", "--steps", "5", "--quiet", "--out", str(out)])
