@@ -1,0 +1,221 @@
+"""Model files: format 2 (the LayerConfig beside the weights) round-trips bitwise, and format 1
+(``{"builder", "kwargs"}`` and the old layer classes' weight names, before version 0.2) is still
+read, to the same numbers: the shipped weights in data/weights and hand-written files of every
+builder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import kmtlib
+from kmtlib import KMeansTransformer, load_model
+from kmtlib.constructions import theorem_weights
+from kmtlib.layer import BLOCK_NAMES, LayerConfig
+from kmtlib.model_file import MODEL_FORMAT, OLD_MODEL_FORMATS
+
+F64 = torch.float64
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "data" / "weights").glob("*/model.pt"))
+OLD_FORMAT = OLD_MODEL_FORMATS[0]
+
+
+def _tasks(d: int, k: int, dtype=F64, B: int = 3, n: int = 30, seed: int = 0):
+    X = kmtlib.sample_tasks(B, n, d, k, generator=seed, dtype=dtype)
+    return X, kmtlib.init_centers(X, k, generator=seed + 1)
+
+
+def _assert_same_model(a: KMeansTransformer, b: KMeansTransformer, steps: int = 3) -> None:
+    """The same configuration, bitwise the same weights (names, dtypes, values) and outputs."""
+    assert a.config == b.config
+    sa, sb = a.state_dict(), b.state_dict()
+    assert list(sa) == list(sb)
+    for name in sa:
+        assert sa[name].dtype == sb[name].dtype and torch.equal(sa[name], sb[name]), name
+    dtype = next(iter(sa.values())).dtype
+    X, C0 = _tasks(a.d, a.k, dtype=dtype)
+    a.eval(), b.eval()
+    with torch.no_grad():
+        ra, rb = a(X, C0, steps=steps), b(X, C0, steps=steps)
+    assert torch.equal(ra.centers, rb.centers) and torch.equal(ra.objective, rb.objective)
+    assert torch.equal(ra.labels, rb.labels)
+
+
+# ------------------------------------------------------------------------------------ shipped (format 1)
+def test_the_shipped_weights_are_there():
+    assert len(SHIPPED) == 6, SHIPPED
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.parent.name for p in SHIPPED])
+def test_each_shipped_model_file_of_format_1_loads(path, tmp_path):
+    payload = torch.load(path, weights_only=True)
+    assert payload["format"] == OLD_FORMAT and payload["config"]["builder"] == "trainable"
+    kwargs = payload["config"]["kwargs"]
+    model = load_model(path)
+    embedding = path.parent.name.split("_seed")[0]
+    assert kwargs["embedding"] == embedding
+    assert model.config == kmtlib.learned.trainable_config(
+        kwargs["d"], kwargs["k"], kwargs["embedding"], kwargs["gamma"], kwargs["dropout"]
+    )
+    assert model.config.tokens == ("data" if embedding == "none" else "onehot")
+    # the weights under their new names: layer.cax.query.weight is layer.CAX.query.weight
+    state = model.state_dict()
+    assert len(state) == len(payload["state_dict"])
+    for old_name, value in payload["state_dict"].items():
+        layer, block, *rest = old_name.split(".")
+        assert block in ("cax", "sax", "cac", "sac")
+        new = state[".".join([layer, block.upper(), *rest])]
+        assert new.dtype == value.dtype == torch.float32 and torch.equal(new, value), old_name
+    # it runs as the chapters run it, and saved again (format 2) it reads back bitwise
+    manifest = json.loads((path.parent / "manifest.json").read_text())
+    assert manifest["config"]["d"] == model.d and manifest["config"]["k"] == model.k
+    X, C0 = _tasks(model.d, model.k, dtype=torch.float32, B=2, n=40)
+    with torch.no_grad():
+        out = model.eval()(X, C0, steps=2)
+    assert torch.isfinite(out.centers).all()
+    again = load_model(model.save(tmp_path / "model.pt"))
+    assert torch.load(tmp_path / "model.pt", weights_only=True)["format"] == MODEL_FORMAT
+    _assert_same_model(model, again)
+
+
+# ------------------------------------------------------------------------------------ format 2
+MODELS = {
+    "theorem 2.1": lambda: KMeansTransformer.from_theorem(3, 4).to(F64),
+    "theorem 2.1, finite gamma": lambda: KMeansTransformer.from_theorem(
+        3, 4, gamma=30.0, centre_update="attention", reset_gamma=1e6
+    ).to(F64),
+    "theorem 2.1, identity shortcut, float32": lambda: KMeansTransformer.from_theorem(3, 4, self_attention="identity"),
+    "theorem 2.2": lambda: KMeansTransformer.from_theorem(3, 4, attention="dot", centre_update="attention").to(F64),
+    "trainable": lambda: KMeansTransformer.trainable(3, 4, generator=3, dtype=F64),
+    "trainable, d-only, float32": lambda: KMeansTransformer.trainable(3, 4, embedding="data", gamma=2.5, dropout=0.05),
+    "soft": lambda: KMeansTransformer.from_variant("soft", 3, 4, gamma=4.0).to(F64),
+    "spherical": lambda: KMeansTransformer.from_variant("spherical", 3, 4).to(F64),
+    "trimmed": lambda: KMeansTransformer.from_variant("trimmed", 3, 4).to(F64),
+    "robust": lambda: KMeansTransformer.from_variant("robust", 3, 4).to(F64),
+    "kmedoids": lambda: KMeansTransformer.from_variant("kmedoids", 3, 4).to(F64),
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_model_saved_in_format_2_round_trips_bitwise(name, tmp_path):
+    model = MODELS[name]()
+    path = model.save(tmp_path / "m.pt")
+    payload = torch.load(path, weights_only=True)
+    assert payload["format"] == MODEL_FORMAT
+    assert payload["config"] == model.config.to_dict() and LayerConfig.from_dict(payload["config"]) == model.config
+    assert payload["dtype"] == str(next(iter(model.state_dict().values())).dtype)
+    loaded = load_model(path)
+    assert loaded.fast  # (the kernel switch is not saved: a loaded model runs the kernels)
+    _assert_same_model(model, loaded)
+    # saved again, the same file contents (configuration and weights)
+    again = torch.load(loaded.save(tmp_path / "again.pt"), weights_only=True)
+    assert again["config"] == payload["config"] and again["format"] == payload["format"]
+    assert list(again["state_dict"]) == list(payload["state_dict"])
+    assert all(torch.equal(again["state_dict"][k], v) for k, v in payload["state_dict"].items())
+
+
+def test_a_model_of_a_layer_config_of_ones_own_round_trips(tmp_path):
+    # a LayerConfig that no builder makes (Theorem 2.1's layer with a norm-max assignment and
+    # dropout on the centre update) and weights of one's own
+    base = kmtlib.constructions.theorem_config(2, 3)
+    config = base.replace(
+        CAX=base.CAX.__class__(score="euclidean", map="normmax", gamma=1.0, options={"tau": 0.5}),
+        seed=7,
+        origin="by hand",
+    )
+    model = KMeansTransformer(config).to(F64)
+    kmtlib.constructions.load_theorem_weights(model.layer)
+    loaded = load_model(model.save(tmp_path / "m.pt"))
+    assert loaded.config.CAX.options == {"tau": 0.5} and loaded.config.seed == 7
+    _assert_same_model(model, loaded)
+
+
+# ------------------------------------------------------------------------------------ format 1, by hand
+def _write_format_1(path: Path, builder: str, kwargs: dict, state: dict[str, torch.Tensor]) -> Path:
+    dtype = str(next(iter(state.values())).dtype) if state else None
+    torch.save({"format": OLD_FORMAT, "config": {"builder": builder, "kwargs": kwargs}, "state_dict": state,
+                "dtype": dtype, "kmtlib_version": "0.1.0"}, path)  # fmt: skip
+    return path
+
+
+THEOREM_KWARGS = [
+    dict(d=3, k=4, gamma=math.inf, attention="euclidean", centre_update="linear", self_attention="attention",
+         reset_gamma=None),
+    dict(d=3, k=4, gamma=1e4, attention="euclidean", centre_update="linear", self_attention="identity",
+         reset_gamma=None),
+    dict(d=3, k=4, gamma=30.0, attention="euclidean", centre_update="attention", self_attention="attention",
+         reset_gamma=1e6),
+    dict(d=2, k=3, gamma=math.inf, attention="dot", centre_update="attention", self_attention="attention",
+         reset_gamma=None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kwargs", THEOREM_KWARGS, ids=[f"{o['attention']}-{o['gamma']}" for o in THEOREM_KWARGS])
+@pytest.mark.parametrize("dtype", [F64, torch.float32])
+def test_format_1_theorem_files_load_to_the_same_numbers(kwargs, dtype, tmp_path):
+    # the old TheoremLayer saved its fixed weights as buffers layer.blocks.CAX.Q and so on, and
+    # the feed-forward block of Theorem 2.2 as layer.ffn.W1 and layer.ffn.W2
+    W = theorem_weights(kwargs["d"], kwargs["k"], kwargs["attention"], dtype=dtype)
+    state = {f"layer.blocks.{name}.{m}": W[name][m] for name in BLOCK_NAMES for m in "QKV"}
+    if kwargs["attention"] == "dot":
+        state.update({"layer.ffn.W1": W["FFN"]["W1"], "layer.ffn.W2": W["FFN"]["W2"]})
+    path = _write_format_1(tmp_path / "old.pt", "from_theorem", kwargs, state)
+    loaded = load_model(path)
+    _assert_same_model(loaded, KMeansTransformer.from_theorem(**kwargs).to(dtype))
+    for name in BLOCK_NAMES:
+        assert torch.equal(loaded.layer.blocks[name].query.weight, W[name]["Q"])
+        assert torch.equal(loaded.layer.blocks[name].value.weight, W[name]["V"])
+    if kwargs["attention"] == "dot":
+        assert torch.equal(loaded.layer.ffn.up.weight, W["FFN"]["W1"])
+        assert torch.equal(loaded.layer.ffn.down.weight, W["FFN"]["W2"])
+
+
+def test_format_1_theorem_file_with_changed_weights_keeps_them(tmp_path):
+    W = theorem_weights(2, 3, "euclidean", dtype=F64)
+    state = {f"layer.blocks.{name}.{m}": W[name][m].clone() for name in BLOCK_NAMES for m in "QKV"}
+    state["layer.blocks.CAC.V"] *= 0.5  # (what a reader of the old model may have saved)
+    kwargs = dict(d=2, k=3, gamma=math.inf, attention="euclidean", centre_update="linear", self_attention="attention",
+                  reset_gamma=None)  # fmt: skip
+    loaded = load_model(_write_format_1(tmp_path / "old.pt", "from_theorem", kwargs, state))
+    assert torch.equal(loaded.layer.CAC.value.weight, 0.5 * W["CAC"]["V"])
+    X, C0 = _tasks(2, 3)
+    with torch.no_grad():
+        out = loaded(X, C0, steps=1)
+    torch.testing.assert_close(out.centers[:, 1], 0.5 * kmtlib.lloyd(X, C0, 1).centers[:, 1], rtol=0, atol=1e-15)
+
+
+VARIANT_KWARGS = [
+    dict(name="soft", d=3, k=4, gamma=4.0),
+    dict(name="spherical", d=3, k=4),
+    dict(name="trimmed", d=3, k=4),
+    dict(name="robust", d=3, k=4),
+    dict(name="kmedoids", d=3, k=4),
+]
+
+
+@pytest.mark.parametrize("kwargs", VARIANT_KWARGS, ids=[o["name"] for o in VARIANT_KWARGS])
+def test_format_1_variant_files_load_to_the_same_numbers(kwargs, tmp_path):
+    # a variant's old layer had no weights (its circuit was written in code): an empty state dict
+    loaded = load_model(_write_format_1(tmp_path / "old.pt", "from_variant", kwargs, {}))
+    options = {k: v for k, v in kwargs.items() if k not in ("name", "d", "k")}
+    _assert_same_model(loaded.to(F64), KMeansTransformer.from_variant(kwargs["name"], 3, 4, **options).to(F64))
+
+
+@pytest.mark.parametrize("embedding", ["onehot", "none"])
+@pytest.mark.parametrize("impl", ["fast", "explicit"])
+def test_format_1_trainable_files_load_to_the_same_numbers(embedding, impl, tmp_path):
+    model = KMeansTransformer.trainable(3, 4, embedding=embedding, gamma=2.0, dropout=0.02, generator=9, dtype=F64)
+    # the old TrainableLayer named its blocks in lower case: layer.cax.query.weight
+    state = {}
+    for key, value in model.state_dict().items():
+        layer, block, *rest = key.split(".")
+        state[".".join([layer, block.lower(), *rest])] = value.clone()
+    assert "layer.cax.query.weight" in state and "layer.sac.value.bias" in state
+    kwargs = dict(d=3, k=4, embedding=embedding, gamma=2.0, dropout=0.02, impl=impl)
+    loaded = load_model(_write_format_1(tmp_path / "old.pt", "trainable", kwargs, state))
+    assert loaded.fast  # (the old impl option chose a kernel, not a model: model.fast now)
+    _assert_same_model(loaded, model)
