@@ -205,8 +205,17 @@ def test_the_library_never_imports_the_book_tooling():
     assert not offenders, offenders
 
 
-CIRCUIT_MODULES = ("kmtlib.variants", "kmtlib.constructions", "kmtlib.learned", "kmtlib.transformer")
-"""The circuits (the transformer, its layers and its variants) that the reference algorithms check."""
+CIRCUIT_MODULES = (
+    "kmtlib.variants",
+    "kmtlib.constructions",
+    "kmtlib.learned",
+    "kmtlib.transformer",
+    "kmtlib.layer",
+    "kmtlib.kernels",
+    "kmtlib.embedding",
+)
+"""The circuits (the transformer, its one layer class, its tokens, the layer's speed kernels and
+its variants) that the reference algorithms check."""
 
 
 def _absolute_imports(source: str, package: str) -> set[str]:
@@ -254,6 +263,9 @@ def test_the_circuit_import_check_sees_relative_and_absolute_imports():
         "from .. import constructions\n",
         "import kmtlib.variants.kmedoids\n",
         "from kmtlib.transformer import KMeansTransformer\n",
+        "from ..layer import KMeansLayer\n",
+        "from ..kernels.limit_model import forward\n",
+        "from kmtlib import kernels\n",
     ):
         assert any(_is_circuit(m) for m in _absolute_imports(source, "kmtlib.reference")), source
     assert not any(_is_circuit(m) for m in _absolute_imports("from .._checks import check_tau\n", "kmtlib.reference"))
