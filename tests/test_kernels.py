@@ -301,3 +301,26 @@ def test_closed_form_only_where_the_maximal_keys_are_the_copies():
     P, _ = changed.embedding.embed(X, C0)
     out = changed.layer.SAX(P, P)
     torch.testing.assert_close(out, changed.layer.SAX.weights(P, P) @ changed.layer.SAX.value(P), rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------------ CUDA
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("options", [dict(), dict(attention="dot"), dict(gamma=30.0, centre_update="attention")])
+def test_kernels_on_cuda_are_their_formulas(options):
+    X, C0 = _tie_free_tasks(8, 60, 3, 4, 5, seed=60)
+    X, C0 = X.cuda(), C0.cuda()
+    model = KMeansTransformer.from_theorem(3, 4, **options).to(F64).cuda()
+    with torch.no_grad():
+        assert limit_model.supports(model, X, C0)
+        fast = model(X, C0, steps=5)
+        model.fast = False
+        plain = model(X, C0, steps=5)
+    torch.testing.assert_close(fast.centers, plain.centers, rtol=1e-12, atol=1e-12)
+    assert torch.equal(fast.labels, plain.labels)
+    trainable = KMeansTransformer.trainable(3, 4, generator=1, dropout=0.0, dtype=F64, device="cuda")
+    P, C = trainable.embedding.embed(X, C0)
+    block = trainable.layer.SAX
+    fast_out = block(P, P)
+    block.fast = False
+    torch.testing.assert_close(fast_out, block(P, P), rtol=0, atol=1e-10)
