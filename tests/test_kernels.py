@@ -319,7 +319,7 @@ def test_kernels_on_cuda_are_their_formulas(options):
     torch.testing.assert_close(fast.centers, plain.centers, rtol=1e-12, atol=1e-12)
     assert torch.equal(fast.labels, plain.labels)
     trainable = KMeansTransformer.trainable(3, 4, generator=1, dropout=0.0, dtype=F64, device="cuda")
-    P, C = trainable.embedding.embed(X, C0)
+    P, _ = trainable.embedding.embed(X, C0)
     block = trainable.layer.SAX
     fast_out = block(P, P)
     block.fast = False
