@@ -13,15 +13,28 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 ROW_KEYS = {"row", "label", "dtype", "threads", "available"}
-TIMED_KEYS = {"median_s", "min_s", "max_s", "times_s", "repeats", "warmup", "per_task_us", "iterations",
-              "ratio_to_lloyd", "ratio_to_lloyd_of_minima"}
+TIMED_KEYS = {
+    "median_s",
+    "min_s",
+    "max_s",
+    "times_s",
+    "repeats",
+    "warmup",
+    "per_task_us",
+    "iterations",
+    "ratio_to_lloyd",
+    "ratio_to_lloyd_of_minima",
+}
 
 
 def _run_quick(out, *args: str, timeout: int) -> str:
     """``python -m benchmarks --quick --out <out> <args>`` from the repository root; its stdout."""
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
@@ -47,8 +60,15 @@ def test_quick_run_writes_the_expected_json(quick_run):
     for regime in result["regimes"].values():
         assert {"batch", "n", "d", "k", "steps"} <= set(regime["config"])
         rows = {(r["row"], r["dtype"]): r for r in regime["rows"]}
-        expected = {("lloyd", "float32"), ("lloyd", "float64"), ("transformer", "float32"), ("transformer", "float64"),
-                    ("sklearn", "float32"), ("sklearn", "float64"), ("faiss", "float32")}
+        expected = {
+            ("lloyd", "float32"),
+            ("lloyd", "float64"),
+            ("transformer", "float32"),
+            ("transformer", "float64"),
+            ("sklearn", "float32"),
+            ("sklearn", "float64"),
+            ("faiss", "float32"),
+        }
         assert set(rows) == expected
         for key in [("lloyd", "float32"), ("lloyd", "float64"), ("sklearn", "float32"), ("sklearn", "float64")]:
             assert rows[key]["available"], rows[key]
@@ -82,7 +102,10 @@ def test_quick_run_prints_a_table(quick_run):
 def test_bad_arguments_are_refused(args, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
     assert not (tmp_path / "lloyd.json").exists()

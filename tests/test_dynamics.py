@@ -27,8 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _config(d, k, li, embedding, seed, steps):
-    return {"d": d, "k": k, "n": 512, "loss_inv_temp": float(li), "embedding": embedding, "seed": seed,
-            "steps": steps, "eval_every": 50}
+    return {
+        "d": d,
+        "k": k,
+        "n": 512,
+        "loss_inv_temp": float(li),
+        "embedding": embedding,
+        "seed": seed,
+        "steps": steps,
+        "eval_every": 50,
+    }
 
 
 def _fake_run(root: Path, d=4, k=6, li=10, embedding="onehot", seed=1, steps=200, offset=0.0, manifest=True):
@@ -42,11 +50,18 @@ def _fake_run(root: Path, d=4, k=6, li=10, embedding="onehot", seed=1, steps=200
         lines.append(f"{s},{loss},{2 / (1 + s / 100) + offset},{5.0 + offset},0.01,{s / 10}")
     (folder / "log.csv").write_text("\n".join(lines) + "\n")
     if manifest:
-        (folder / "manifest.json").write_text(json.dumps({
-            "config": _config(d, k, li, embedding, seed, steps), "seed": seed, "steps": steps, "wall_s": steps / 10,
-            "final_val_rel_objective": 2 / (1 + steps / 100) + offset,
-            "command": f"python -m kmtlib.train --out {name}",
-        }))
+        (folder / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "config": _config(d, k, li, embedding, seed, steps),
+                    "seed": seed,
+                    "steps": steps,
+                    "wall_s": steps / 10,
+                    "final_val_rel_objective": 2 / (1 + steps / 100) + offset,
+                    "command": f"python -m kmtlib.train --out {name}",
+                }
+            )
+        )
     return folder
 
 
@@ -186,5 +201,6 @@ def test_first_steps_of_a_longer_run_are_the_shorter_run(tmp_path):
     short = read_log(tmp_path / "short" / "log.csv")
     long = read_log(tmp_path / "long" / "log.csv")[: len(short)]
     for a, b in zip(short, long):
-        assert {k: a[k] for k in ("step", "train_loss", "val_rel_objective", "lr")} == \
-               {k: b[k] for k in ("step", "train_loss", "val_rel_objective", "lr")}
+        assert {k: a[k] for k in ("step", "train_loss", "val_rel_objective", "lr")} == {
+            k: b[k] for k in ("step", "train_loss", "val_rel_objective", "lr")
+        }

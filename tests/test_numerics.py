@@ -180,8 +180,19 @@ def test_dense_hard_self_attention_splits_exactly_over_copies_at_any_position(at
 # ----------------------------------------------------------------------------- range
 # (dtype, power of two): coordinates near 2^e; |x|^2 overflows float32 above about 2^64 and
 # float64 above 2^512, and is subnormal below 2^-63 and 2^-511
-SCALES = [(F32, 40), (F32, 60), (F32, 64), (F32, 70), (F32, 100), (F32, -70), (F32, -110),
-          (F64, 531), (F64, 1000), (F64, -565), (F64, -1000)]
+SCALES = [
+    (F32, 40),
+    (F32, 60),
+    (F32, 64),
+    (F32, 70),
+    (F32, 100),
+    (F32, -70),
+    (F32, -110),
+    (F64, 531),
+    (F64, 1000),
+    (F64, -565),
+    (F64, -1000),
+]
 SCALE_IDS = [f"{'f32' if dt == F32 else 'f64'}-2^{e}" for dt, e in SCALES]
 
 
@@ -291,8 +302,16 @@ def test_hard_attention_helpers_tie_equal_keys(score):
         torch.testing.assert_close(attend(q, k, v, score=score, map=map_, gamma=gamma), W @ v, rtol=0, atol=1e-15)
 
 
-@pytest.mark.parametrize("dtype, scale", [(torch.float32, 2.0**60), (torch.float32, 2.0**70), (torch.float64, 1e150),
-                                          (torch.float64, 1e160), (torch.float64, 2.0**1000)])
+@pytest.mark.parametrize(
+    "dtype, scale",
+    [
+        (torch.float32, 2.0**60),
+        (torch.float32, 2.0**70),
+        (torch.float64, 1e150),
+        (torch.float64, 1e160),
+        (torch.float64, 2.0**1000),
+    ],
+)
 def test_smoothed_objective_beyond_the_range_is_a_limit_not_nan(dtype, scale):
     """Squared distances that pass the dtype's range give the smoothed loss as a limit: the same
     value where the sum still fits (an upper bound of the k-means objective), inf where it does not;

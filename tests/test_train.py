@@ -115,11 +115,33 @@ def test_interrupted_run_leaves_valid_checkpoints_and_resumes(tmp_path):
 
 def test_killed_cli_run_resumes_to_the_same_weights(tmp_path):
     out = tmp_path / "killed"
-    args = ["--d", "3", "--k", "3", "--n", "24", "--batch", "8", "--eval-every", "5", "--val-batches", "2",
-            "--seed", "123", "--steps", "5000", "--threads", "1", "--quiet", "--out", str(out)]
+    args = [
+        "--d",
+        "3",
+        "--k",
+        "3",
+        "--n",
+        "24",
+        "--batch",
+        "8",
+        "--eval-every",
+        "5",
+        "--val-batches",
+        "2",
+        "--seed",
+        "123",
+        "--steps",
+        "5000",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "kmtlib.train", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmtlib.train", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -145,15 +167,41 @@ def test_killed_cli_run_resumes_to_the_same_weights(tmp_path):
 
 def test_manifest_and_cli(tmp_path, capsys):
     out = tmp_path / "cli"
-    summary = main(["--d", "3", "--k", "3", "--n", "24", "--batch", "8", "--eval-every", "5", "--val-batches", "2",
-                    "--steps", "5", "--embedding", "none", "--quiet", "--out", str(out)])
+    summary = main(
+        [
+            "--d",
+            "3",
+            "--k",
+            "3",
+            "--n",
+            "24",
+            "--batch",
+            "8",
+            "--eval-every",
+            "5",
+            "--val-batches",
+            "2",
+            "--steps",
+            "5",
+            "--embedding",
+            "none",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
     assert summary["status"] == "finished"
     assert json.loads(capsys.readouterr().out)["step"] == 5
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["embedding"] == "none" and manifest["steps"] == 5
     assert manifest["command"].startswith("python -m kmtlib.train ") and "--embedding none" in manifest["command"]
     for key in (
-        "kmtlib_version", "torch_version", "device", "wall_s", "final_val_rel_objective", "best_val_rel_objective"
+        "kmtlib_version",
+        "torch_version",
+        "device",
+        "wall_s",
+        "final_val_rel_objective",
+        "best_val_rel_objective",
     ):
         assert key in manifest
     model = load_model(out / "model.pt")

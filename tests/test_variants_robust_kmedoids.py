@@ -67,7 +67,7 @@ def _medoid_margins(X, C0, steps, tau, seed, best_two=False):
         labels = kmtlib.nearest_center(X, ref.centers[:, t])
         cost, member = medoid_costs(X, labels, k)
         if tau > 0:
-            value = (-cost / tau + standard_gumbel((B, k, n), dtype=X.dtype, device=X.device, generator=g))
+            value = -cost / tau + standard_gumbel((B, k, n), dtype=X.dtype, device=X.device, generator=g)
             two = value.masked_fill(~member, -math.inf).topk(2, dim=-1).values
             gap = torch.where(member.sum(-1) > 1, two[..., 0] - two[..., 1], math.inf)
         elif best_two:
@@ -366,8 +366,12 @@ def test_kmedoids_gibbs_law_of_one_step():
         assert (probs > 0.02).sum() >= 3, "the test needs a spread law"
         assert chisquare_pvalue(counts, probs) > 1e-3, j
     cost_ref, member = medoid_costs(X1, torch.as_tensor(labels).unsqueeze(0), 2)
-    assert torch.allclose(cost_ref[0, 0][member[0, 0]], torch.as_tensor(
-        [sum(((x[i] - x[m]) ** 2).sum() for m in np.flatnonzero(labels == 0)) for i in np.flatnonzero(labels == 0)]))
+    assert torch.allclose(
+        cost_ref[0, 0][member[0, 0]],
+        torch.as_tensor(
+            [sum(((x[i] - x[m]) ** 2).sum() for m in np.flatnonzero(labels == 0)) for i in np.flatnonzero(labels == 0)]
+        ),
+    )
 
 
 def test_kmedoids_bad_options_and_generators():

@@ -50,8 +50,16 @@ def _gap(values: torch.Tensor, at: torch.Tensor, exact_ties: bool = False) -> to
     return torch.where(skip, torch.full_like(hi, math.inf), hi - lo)
 
 
-def _decision_margins(X: torch.Tensor, centers: torch.Tensor, rule: str | None = None, *, q: float = 0.95,
-                      lam: float = 1.0, alpha: float = 0.1, cosine: bool = False) -> torch.Tensor:
+def _decision_margins(
+    X: torch.Tensor,
+    centers: torch.Tensor,
+    rule: str | None = None,
+    *,
+    q: float = 0.95,
+    lam: float = 1.0,
+    alpha: float = 0.1,
+    cosine: bool = False,
+) -> torch.Tensor:
     """Per task (B,): the smallest distance to a tie of any decision of the run ``centers``
     (B, T+1, k, d) at steps 0..T-1 and of the final labels: the nearest centre (second smallest
     minus smallest distance; largest minus second largest cosine), and under ``rule`` the members
@@ -249,7 +257,9 @@ def test_quantile_rule_matches_torch_quantile_cluster_by_cluster():
 def test_trimmed_normmax_equals_its_rule():
     X, C0 = _tasks(8, B=24, n=60, d=2, k=4)
     for tau, gamma in ((0.5, 10.0), (2.0, 10.0), (1.0, 100.0)):
-        out = KMeansTransformer.from_variant("trimmed", 2, 4, attention="normmax", tau=tau, gamma=gamma).to(F64)(X, C0, steps=8)
+        out = KMeansTransformer.from_variant("trimmed", 2, 4, attention="normmax", tau=tau, gamma=gamma).to(F64)(
+            X, C0, steps=8
+        )
         ref = trimmed_kmeans(X, C0, 8, rule="normmax", lam=tau / gamma)
         # (the circuit scores gamma-scaled shifted sums, the reference (D_s + lam) / s: the same
         # choice of s where the best two values are MARGIN apart)
