@@ -153,6 +153,10 @@ class BlockConfig:
 
     def validated(self, name: str) -> BlockConfig:
         if self.score not in SCORES:
+            from .variants import import_all  # (a variant registers its own score when imported)
+
+            import_all()
+        if self.score not in SCORES:
             raise ValueError(
                 f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}"
             )

@@ -203,21 +203,20 @@ class _FastBlock:
 
     def __init__(self, block: AttentionBlock, scratch: Scratch) -> None:
         self.block, self.config, self.scratch = block, block.config, scratch
-        self.plan_key: tuple | None = None
         self.plan_value: _Plan | None = None
 
+    def compile(self) -> None:
+        """Compile the block's weights as they are now (once per forward pass, so that a weight
+        changed between calls is seen)."""
+        with torch.inference_mode(False):
+            Q, K, V = (w.detach() for w in (self.block.query.weight, self.block.key.weight, self.block.value.weight))
+            score_rows = sorted(set(_nonzero_rows(Q)) | set(_nonzero_rows(K)))
+            self.plan_value = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
+
     def plan(self) -> _Plan:
-        weights = (self.block.query.weight, self.block.key.weight, self.block.value.weight)
-        if any(t.is_inference() for t in weights):
-            key = None  # (weights made under inference_mode have no version counter: recompile)
-        else:
-            key = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in weights)
-        if key is None or key != self.plan_key or self.plan_value is None:
-            with torch.inference_mode(False):
-                Q, K, V = (w.detach() for w in weights)
-                score_rows = sorted(set(_nonzero_rows(Q)) | set(_nonzero_rows(K)))
-                self.plan_value = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
-            self.plan_key = key
+        if self.plan_value is None:
+            self.compile()
+        assert self.plan_value is not None
         return self.plan_value
 
     def buffer(self, slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -402,6 +401,8 @@ def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
 def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
     """``model(X, C0, steps)`` for a model this kernel :func:`supports` (inputs checked)."""
     runner = runner_of(model)
+    for block in runner.blocks.values():
+        block.compile()
     _, centre_tokens = model.embedding.embed(X[:, :1], C0)
     point_tokens = _point_tokens(model, X)
     trajectory = [C0]

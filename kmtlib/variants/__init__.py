@@ -20,3 +20,9 @@ def build_variant_model(cls: type, *, name: str, d: int, k: int, **options: Any)
         raise ValueError(f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}")
     module = importlib.import_module(f"{__name__}.{name}")
     return module.build(cls, d=d, k=k, **options)
+
+
+def import_all() -> None:
+    """Import every variant module (each registers the scores and maps it brings)."""
+    for name in VARIANTS:
+        importlib.import_module(f"{__name__}.{name}")
