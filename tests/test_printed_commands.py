@@ -32,7 +32,7 @@ import jupytext
 import papermill as pm
 import pytest
 
-from kmtbook.chapter import check_passed_parameters
+from kmtbook.parameters import check_passed_parameters
 from kmtbook.sphinx_ext import downloaded_notebook_command, rerun_command, rerun_values
 
 ROOT = Path(__file__).resolve().parent.parent
