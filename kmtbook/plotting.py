@@ -80,3 +80,13 @@ def curves_table(curves: Mapping[str, Sequence[float]], steps: Sequence[int]):
 
     return pd.DataFrame({name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()},
                         index=[f"t={t}" for t in steps]).T
+
+
+def tidy_log_axis(ax):
+    """Plain numbers on a log y-axis; label the minor ticks too when it spans less than a decade."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    if hi / lo < 10:
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
