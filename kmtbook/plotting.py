@@ -90,3 +90,28 @@ def tidy_log_axis(ax):
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     if hi / lo < 10:
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+
+
+def token_coordinate_names(d: int, k: int, extra: Sequence[str] = ()) -> list[str]:
+    """Axis labels for the coordinates of a token: ``x_1..x_d`` (data), ``y_1..y_k`` (scratch or
+    cluster id), then ``extra`` (e.g. the norm coordinates of Theorem 2.2)."""
+    return [f"$x_{i + 1}$" for i in range(d)] + [f"$y_{j + 1}$" for j in range(k)] + list(extra)
+
+
+def plot_block_weights(weights: Mapping, names: Sequence[str], blocks: Sequence[str] = ("CAX", "SAX", "CAC", "SAC")):
+    """One row per block: its ``Q``, ``K``, ``V`` and ``Q^T K`` (``weights[block]["Q"]``, ...) as heat
+    maps on one colour scale from -1 to 1, coordinates labelled by ``names``. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(blocks), 4, figsize=(10.5, 2.8 * len(blocks)), layout="constrained")
+    for row, name in zip(axes, blocks):
+        W = weights[name]
+        panels = {"Q": W["Q"], "K": W["K"], "V": W["V"], "Q^T K": W["Q"].T @ W["K"]}
+        for ax, (title, M) in zip(row, panels.items()):
+            im = ax.imshow(M.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+            ax.set_title(f"{name}: ${title}$", fontsize=10)
+            ax.set_xticks(range(len(names)), names, fontsize=8)
+            ax.set_yticks(range(len(names)), names, fontsize=8)
+            ax.grid(False)
+    fig.colorbar(im, ax=axes, fraction=0.025, pad=0.01)
+    return fig
