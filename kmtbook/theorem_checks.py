@@ -35,6 +35,7 @@ def exactness_tasks(B: int, n: int, d: int, k: int, generator: torch.Generator, 
 
     ``generator`` must live on ``device``. Returns ``X`` ``(B, n, d)`` and ``C0`` ``(B, k, d)``."""
     clustered = kmtlib.sample_tasks(B, n, d, k, generator=generator, dtype=F64)
+    assert isinstance(clustered, torch.Tensor)  # (no mixture asked for)
     uniform = torch.rand(B, n, d, generator=generator, dtype=F64, device=device)
     X = torch.where((torch.arange(B, device=device) % 2 == 0).view(B, 1, 1), clustered, uniform)
     at_points = kmtlib.init_centers(X, k, generator=generator)
