@@ -60,8 +60,15 @@ def open_chapter(chapter: str | ChapterSpec, namespace: Mapping[str, Any]) -> Ch
         check_passed_parameters(*found)
     values, overridden = spec.resolve(namespace)
     sizes = {name: values[name] for name, p in spec.parameters.items() if p.is_size}
-    return Chapter(spec.stem, device=values["device"], seed=values["seed"], profile=values["profile"],
-                   output_dir=values["output_dir"], sizes=sizes, overridden=overridden)
+    return Chapter(
+        spec.stem,
+        device=values["device"],
+        seed=values["seed"],
+        profile=values["profile"],
+        output_dir=values["output_dir"],
+        sizes=sizes,
+        overridden=overridden,
+    )
 
 
 class Chapter:
@@ -106,8 +113,9 @@ class Chapter:
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise ParameterError(f"parameter output_dir: cannot create the folder {self.output_dir}: "
-                                 f"{err.strerror or err}") from err
+            raise ParameterError(
+                f"parameter output_dir: cannot create the folder {self.output_dir}: {err.strerror or err}"
+            ) from err
         if not os.access(self.output_dir, os.W_OK):
             raise ParameterError(f"parameter output_dir: the folder {self.output_dir} is not writable")
         self.metrics: dict[str, Any] = {}

@@ -12,8 +12,15 @@ def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
 
-def plot_log_objective(ax, log_objective, *, label: str | None = None, xlabel: str = "# clustering steps",
-                       ylabel: str = "log(k-means objective)", **style):
+def plot_log_objective(
+    ax,
+    log_objective,
+    *,
+    label: str | None = None,
+    xlabel: str = "# clustering steps",
+    ylabel: str = "log(k-means objective)",
+    **style,
+):
     """One log-objective curve against the step number (entry 0 = initial centres)."""
     y = _np(log_objective)
     ax.plot(np.arange(len(y)), y, marker=style.pop("marker", "o"), label=label, **style)
@@ -21,8 +28,9 @@ def plot_log_objective(ax, log_objective, *, label: str | None = None, xlabel: s
     return ax
 
 
-def plot_centre_trajectories(ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3",
-                             max_points: int = 5000, seed: int = 0):
+def plot_centre_trajectories(
+    ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3", max_points: int = 5000, seed: int = 0
+):
     """2-D points (grey), initial centres (circles), later centres (triangles) joined by dotted lines.
 
     Args:
@@ -78,8 +86,9 @@ def curves_table(curves: Mapping[str, Sequence[float]], steps: Sequence[int]):
     """A pandas table of selected steps of several curves (rows: curve names, columns: t = ...)."""
     import pandas as pd
 
-    return pd.DataFrame({name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()},
-                        index=[f"t={t}" for t in steps]).T
+    return pd.DataFrame(
+        {name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()}, index=[f"t={t}" for t in steps]
+    ).T
 
 
 def tidy_log_axis(ax):

@@ -139,8 +139,9 @@ def test_a_mapping_is_refused_with_its_name(tmp_path):
 # --------------------------------------------------------------------------- NaN and infinity
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), -math.inf, torch.tensor(float("nan")),
-                                   np.float32("inf")])
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -math.inf, torch.tensor(float("nan")), np.float32("inf")]
+)
 def test_a_non_finite_number_is_refused_with_its_name(tmp_path, value):
     chapter = _chapter(tmp_path)
     with pytest.raises(ValueError, match="metric 'gap' is not a finite number"):
@@ -184,7 +185,7 @@ PARAMETERS_CELL = 'device: str = "auto"  # device\nseed: int = 0  # seed\nn_task
 
 
 def test_the_parameters_papermill_injected_are_read_from_the_history():
-    history = ["", PARAMETERS_CELL, '# Parameters\nseed = 3\nn_taks = 10\n', "chapter = kmtbook.open_chapter(...)"]
+    history = ["", PARAMETERS_CELL, "# Parameters\nseed = 3\nn_taks = 10\n", "chapter = kmtbook.open_chapter(...)"]
     assert passed_parameters(history) == (["device", "seed", "n_tasks"], ["seed", "n_taks"])
     # the book build and an interactive session inject nothing: nothing to check
     assert passed_parameters(["", PARAMETERS_CELL, "chapter = kmtbook.open_chapter(...)"]) is None

@@ -26,8 +26,9 @@ def _device() -> str:
 
 
 def _run(name: str, out: Path, parameters: dict) -> Path:
-    run_chapter(BOOK / name, out,
-                {"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters})
+    run_chapter(
+        BOOK / name, out, {"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters}
+    )
     return out / "results"
 
 
