@@ -319,7 +319,10 @@ def _find(result: dict[str, Any], regime: str, key: tuple[str, str]) -> dict[str
     return None
 
 
-def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+def ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ratios of median times that the targets and the report name, from a result of the regimes
+    (``{"settings": {"quick": ...}, "regimes": {name: run_regime(...)}}``), each judged against its
+    target (``met``/``missed``; not judged at the quick sizes)."""
     out = []
     for regime, desc, num, den, *target in [*TARGETS, *INFO_RATIOS]:
         a, b = _find(result, regime, num), _find(result, regime, den)
@@ -403,5 +406,5 @@ def run(
                      "thread_counts_during_run": pinned},
         "regimes": per_regime,
     }
-    result["ratios"] = _ratios(result)
+    result["ratios"] = ratios(result)
     return result

@@ -4,8 +4,10 @@
 nothing about this book or the repository's folders and never imports ``kmtbook``. This package
 holds what only the book needs:
 
-* :mod:`kmtbook.chapter`: the run context of a chapter (profiles, parameter checks, the output
-  folder, figures, ``metrics.json``);
+* :mod:`kmtbook.chapter`: :func:`open_chapter` and the run context of a chapter (device, seeded
+  generators, the output folder, figures, ``metrics.json``);
+* :mod:`kmtbook.parameters` and :mod:`kmtbook.chapter_specs`: what each chapter's parameters may be
+  and their values in each profile, checked by :func:`open_chapter`;
 * :mod:`kmtbook.shipped` and :mod:`kmtbook.dynamics`: readers of the training runs shipped under
   ``data/``;
 * :mod:`kmtbook.plotting`: the figure helpers the chapters share;
@@ -15,6 +17,7 @@ holds what only the book needs:
   chapters and keeps their executions.
 """
 
-from .chapter import PROFILES, Chapter, ParameterError, check_parameter, find_repo_root
+from .chapter import Chapter, find_repo_root, open_chapter
+from .parameters import PROFILES, ChapterSpec, ParameterError, check_parameter
 
-__all__ = ["PROFILES", "Chapter", "ParameterError", "check_parameter", "find_repo_root"]
+__all__ = ["PROFILES", "Chapter", "ChapterSpec", "ParameterError", "check_parameter", "find_repo_root", "open_chapter"]

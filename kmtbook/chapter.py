@@ -1,17 +1,15 @@
-"""Helpers every book chapter uses: profiles, parameter checks, output folder, figures, metrics.
+"""The run context every book chapter uses: device, seeded generators, output folder, figures, metrics.
 
-A chapter's parameters cell holds plain literals (so papermill can override them); its first code
-cell after that builds a :class:`Chapter`, which checks the common parameters, resolves the device
-and fills the size parameters left at ``None`` from the chosen profile.
+A chapter's parameters cell holds plain literals (so papermill can override them); the cell after it
+calls :func:`open_chapter`, which checks them against the chapter's spec
+(:mod:`kmtbook.chapter_specs`), fills the sizes left at ``0`` from the chosen profile and returns a
+:class:`Chapter`.
 """
 
 from __future__ import annotations
 
-import ast
-import difflib
 import json
 import math
-import numbers
 import os
 import platform
 import re
@@ -26,9 +24,8 @@ import torch
 from kmtlib import __version__
 from kmtlib.device import resolve_device
 
-PROFILES: tuple[str, ...] = ("quick", "book", "paper")
-"""``quick``: a smoke run for the tests (under a minute on 2 CPU cores); ``book``: the default build
-on a 2-core CPU (a chapter within 10 minutes); ``paper``: the paper's own scale (a GPU helps)."""
+from .chapter_specs import SPECS
+from .parameters import ChapterSpec, ParameterError, check_passed_parameters, kernel_history, passed_parameters
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,112 +40,49 @@ def find_repo_root(start: Path | None = None) -> Path:
     return REPO_ROOT
 
 
-class ParameterError(ValueError):
-    """A chapter parameter has a bad value; the message names the parameter."""
+def open_chapter(chapter: str | ChapterSpec, namespace: Mapping[str, Any]) -> Chapter:
+    """Check a chapter's parameters against its spec and return its run context.
 
+    The one call a chapter makes after its parameters cell::
 
-def check_parameter(name: str, value: Any, kind: type, *, minimum: float | None = None,
-                    maximum: float | None = None, choices: tuple | None = None) -> Any:
-    """Check one chapter parameter and return it; raise :class:`ParameterError` naming it otherwise."""
-    if kind is int:
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    elif kind is float:
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        if ok and math.isnan(float(value)):
-            raise ParameterError(f"parameter {name} must be a number, got NaN")
-    elif kind is bool:
-        ok = isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
-    if not ok:
-        raise ParameterError(f"parameter {name} must be of type {kind.__name__}, got {type(value).__name__} {value!r}")
-    if choices is not None and value not in choices:
-        raise ParameterError(f"parameter {name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ParameterError(f"parameter {name} must be >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ParameterError(f"parameter {name} must be <= {maximum}, got {value!r}")
-    return value
+        chapter = kmtbook.open_chapter("03_temperature", globals())
 
-
-PAPERMILL_HEADER = "# Parameters"
-"""The first line of the cell papermill injects after the ``parameters`` cell (its Python translator
-writes ``# Parameters`` and then one assignment per parameter given with ``-p``)."""
-
-
-def _assigned_names(source: str) -> list[str]:
-    """The names a cell assigns at top level (``x = 1``, ``x: int = 1``), in order."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    names = []
-    for node in tree.body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
-
-
-def passed_parameters(history: Sequence[str]) -> tuple[list[str], list[str]] | None:
-    """``(declared, passed)`` read from a kernel's input history (IPython's ``In``), or ``None``
-    when no parameters were injected (the book build, an interactive session).
-
-    Papermill runs the ``parameters`` cell, then the cell it injected with the values given on its
-    command line (first line ``# Parameters``), then the rest. ``declared`` are the names assigned
-    before the injected cell (the chapter's parameters), ``passed`` the names the injected cell
-    assigns."""
-    for i in range(len(history) - 1, -1, -1):
-        source = history[i] or ""
-        if source.lstrip().startswith(PAPERMILL_HEADER):
-            declared = [name for cell in history[:i] for name in _assigned_names(cell or "")]
-            return declared, _assigned_names(source)
-    return None
-
-
-def check_passed_parameters(declared: Sequence[str], passed: Sequence[str]) -> None:
-    """Raise :class:`ParameterError` naming the first passed parameter the chapter does not declare
-    (a misspelling such as ``-p n_taks 10`` would otherwise run silently with the profile's value)
-    and the closest declared name."""
-    known = list(dict.fromkeys(declared))
-    unknown = [name for name in dict.fromkeys(passed) if name not in known]
-    if not unknown:
-        return
-    name = unknown[0]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    more = f" (nor are {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
-    hint = f" Did you mean {close[0]}?" if close else ""
-    raise ParameterError(
-        f"parameter {name} is not a parameter of this chapter{more}.{hint} Its parameters are {', '.join(known)}."
+    ``chapter`` is a stem of :data:`kmtbook.chapter_specs.SPECS` (or a :class:`ChapterSpec`);
+    ``namespace`` holds the values the parameters cell and papermill set (the notebook's globals;
+    only the names the spec declares are read). A parameter that papermill passed but the chapter
+    does not declare, a value of the wrong type or out of its bounds, or an unknown profile raises
+    :class:`ParameterError` naming the parameter, before anything is written.
+    """
+    spec = SPECS[chapter] if isinstance(chapter, str) else chapter
+    history = kernel_history()
+    found = passed_parameters(history) if history is not None else None
+    if found is not None:
+        check_passed_parameters(*found)
+    values, overridden = spec.resolve(namespace)
+    sizes = {name: values[name] for name, p in spec.parameters.items() if p.is_size}
+    return Chapter(
+        spec.stem,
+        device=values["device"],
+        seed=values["seed"],
+        profile=values["profile"],
+        output_dir=values["output_dir"],
+        sizes=sizes,
+        overridden=overridden,
     )
 
 
-def _kernel_history() -> list[str] | None:
-    """The raw input history of the IPython kernel running this code, or ``None`` outside IPython."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with the kernel
-        return None
-    shell = get_ipython()
-    if shell is None:
-        return None
-    return list(shell.history_manager.input_hist_raw)
-
-
 class Chapter:
-    """The run context of one chapter.
+    """The run context of one chapter (made by :func:`open_chapter`, which checks the values first).
 
     Args:
         stem: the chapter's file stem, e.g. ``"01_kmeans_and_lloyd"`` (names the default output folder).
         device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (see :func:`kmtlib.resolve_device`).
         seed: the chapter's master seed (>= 0).
-        profile: one of :data:`PROFILES`.
+        profile: one of :data:`kmtbook.parameters.PROFILES`.
         output_dir: where figures and ``metrics.json`` go; empty = ``results/<stem>/``; a relative path
             is taken from the repository root.
-        sizes: the size parameters as set in the parameters cell; ``0`` (or ``None``) means "take the
-            profile's value" (papermill's type parser knows no ``int | None``, so chapters use 0).
-        profiles: for every profile, the default of every size parameter.
+        sizes: the size parameters, the profile's values filled in; ``chapter[name]`` reads one.
+        overridden: the sizes the run set explicitly (printed by :meth:`describe`).
     """
 
     def __init__(
@@ -160,31 +94,18 @@ class Chapter:
         profile: str,
         output_dir: str,
         sizes: Mapping[str, Any],
-        profiles: Mapping[str, Mapping[str, Any]],
+        overridden: Sequence[str] = (),
     ) -> None:
         self.started = time.perf_counter()
         self.stem = stem
-        history = _kernel_history()
-        found = passed_parameters(history) if history is not None else None
-        if found is not None:
-            check_passed_parameters(*found)
-        check_parameter("profile", profile, str, choices=PROFILES)
-        check_parameter("seed", seed, int, minimum=0)
-        check_parameter("output_dir", output_dir, str)
-        check_parameter("device", device, str)
         try:
             self.device = resolve_device(device)
         except (ValueError, RuntimeError, TypeError) as err:
             raise ParameterError(f"parameter device: {err}") from err
         self.seed = int(seed)
         self.profile = profile
-        defaults = profiles[profile]
-        unknown = set(sizes) - set(defaults)
-        if unknown:
-            raise ParameterError(f"no profile default for parameter(s) {sorted(unknown)}")
-        unset = {name for name, value in sizes.items() if value is None or (_is_number(value) and value == 0)}
-        self.sizes = {name: (defaults[name] if name in unset else value) for name, value in sizes.items()}
-        self.overridden = sorted(set(sizes) - unset)
+        self.sizes = dict(sizes)
+        self.overridden = sorted(overridden)
         self.root = find_repo_root()
         # A relative folder is taken from the repository root, where the printed commands are run
         # (chapters themselves run with cwd book/).
@@ -192,8 +113,9 @@ class Chapter:
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise ParameterError(f"parameter output_dir: cannot create the folder {self.output_dir}: "
-                                 f"{err.strerror or err}") from err
+            raise ParameterError(
+                f"parameter output_dir: cannot create the folder {self.output_dir}: {err.strerror or err}"
+            ) from err
         if not os.access(self.output_dir, os.W_OK):
             raise ParameterError(f"parameter output_dir: the folder {self.output_dir} is not writable")
         self.metrics: dict[str, Any] = {}
@@ -224,13 +146,16 @@ class Chapter:
 
     @property
     def shown_output_dir(self) -> str:
-        """The output folder as the page prints it: relative to the repository root when it lies
-        inside it (``results/<stem>``), so that a page names no folder of the machine that built it."""
-        folder = self.output_dir.resolve()
+        """The output folder as the page prints it (see :meth:`shown_path`): ``results/<stem>``."""
+        return self.shown_path(self.output_dir)
+
+    def shown_path(self, path: Path | str) -> str:
+        """A path as the page prints it: relative to the repository root when it lies inside it, so
+        that a page names no folder of the machine that built it; else as given."""
         try:
-            return folder.relative_to(self.root.resolve()).as_posix()
+            return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
-            return str(self.output_dir)
+            return str(path)
 
     def save_figure(self, fig, label: str) -> None:
         """Write ``<label>.png`` and ``<label>.pdf`` into the output folder."""
@@ -257,6 +182,11 @@ class Chapter:
                     "record None for a value that does not exist"
                 )
             self.metrics[name] = plain
+
+    def record_finite(self, **values: Any) -> None:
+        """Record the values that are finite numbers (as floats) and leave out the others: a measure
+        that is undefined for a model (NaN, e.g. of scratch coordinates it does not have)."""
+        self.record(**{name: float(value) for name, value in values.items() if math.isfinite(value)})
 
     def write_metrics(self) -> Path:
         """Write ``metrics.json`` with the recorded numbers and the run's settings."""
@@ -314,10 +244,6 @@ def parse_describe(text: str) -> dict[str, str] | None:
             found["sizes"] = found["sizes"].split(" (overridden:")[0]
             return found
     return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _plain(value: Any) -> Any:

@@ -12,8 +12,15 @@ def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
 
-def plot_log_objective(ax, log_objective, *, label: str | None = None, xlabel: str = "# clustering steps",
-                       ylabel: str = "log(k-means objective)", **style):
+def plot_log_objective(
+    ax,
+    log_objective,
+    *,
+    label: str | None = None,
+    xlabel: str = "# clustering steps",
+    ylabel: str = "log(k-means objective)",
+    **style,
+):
     """One log-objective curve against the step number (entry 0 = initial centres)."""
     y = _np(log_objective)
     ax.plot(np.arange(len(y)), y, marker=style.pop("marker", "o"), label=label, **style)
@@ -21,8 +28,9 @@ def plot_log_objective(ax, log_objective, *, label: str | None = None, xlabel: s
     return ax
 
 
-def plot_centre_trajectories(ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3",
-                             max_points: int = 5000, seed: int = 0):
+def plot_centre_trajectories(
+    ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3", max_points: int = 5000, seed: int = 0
+):
     """2-D points (grey), initial centres (circles), later centres (triangles) joined by dotted lines.
 
     Args:
@@ -78,5 +86,41 @@ def curves_table(curves: Mapping[str, Sequence[float]], steps: Sequence[int]):
     """A pandas table of selected steps of several curves (rows: curve names, columns: t = ...)."""
     import pandas as pd
 
-    return pd.DataFrame({name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()},
-                        index=[f"t={t}" for t in steps]).T
+    return pd.DataFrame(
+        {name: [float(_np(c)[t]) for t in steps] for name, c in curves.items()}, index=[f"t={t}" for t in steps]
+    ).T
+
+
+def tidy_log_axis(ax):
+    """Plain numbers on a log y-axis; label the minor ticks too when it spans less than a decade."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    if hi / lo < 10:
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+
+
+def token_coordinate_names(d: int, k: int, extra: Sequence[str] = ()) -> list[str]:
+    """Axis labels for the coordinates of a token: ``x_1..x_d`` (data), ``y_1..y_k`` (scratch or
+    cluster id), then ``extra`` (e.g. the norm coordinates of Theorem 2.2)."""
+    return [f"$x_{i + 1}$" for i in range(d)] + [f"$y_{j + 1}$" for j in range(k)] + list(extra)
+
+
+def plot_block_weights(weights: Mapping, names: Sequence[str], blocks: Sequence[str] = ("CAX", "SAX", "CAC", "SAC")):
+    """One row per block: its ``Q``, ``K``, ``V`` and ``Q^T K`` (``weights[block]["Q"]``, ...) as heat
+    maps on one colour scale from -1 to 1, coordinates labelled by ``names``. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(blocks), 4, figsize=(10.5, 2.8 * len(blocks)), layout="constrained")
+    for row, name in zip(axes, blocks):
+        W = weights[name]
+        panels = {"Q": W["Q"], "K": W["K"], "V": W["V"], "Q^T K": W["Q"].T @ W["K"]}
+        for ax, (title, M) in zip(row, panels.items()):
+            im = ax.imshow(M.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+            ax.set_title(f"{name}: ${title}$", fontsize=10)
+            ax.set_xticks(range(len(names)), names, fontsize=8)
+            ax.set_yticks(range(len(names)), names, fontsize=8)
+            ax.grid(False)
+    fig.colorbar(im, ax=axes, fraction=0.025, pad=0.01)
+    return fig

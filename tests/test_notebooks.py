@@ -13,6 +13,8 @@ import pytest
 from _book_site import QUICK, run_chapter
 from chapter_cases import CASES
 
+from kmtbook.chapter_specs import SPECS
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 CHAPTERS = sorted(p.name for p in BOOK.glob("[0-9]*.md"))
@@ -24,8 +26,9 @@ def _device() -> str:
 
 
 def _run(name: str, out: Path, parameters: dict) -> Path:
-    run_chapter(BOOK / name, out,
-                {"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters})
+    run_chapter(
+        BOOK / name, out, {"device": _device(), "profile": "quick", "output_dir": str(out / "results"), **parameters}
+    )
     return out / "results"
 
 
@@ -61,6 +64,17 @@ def test_parameters_cell(name):
     for pname, info in declared.items():
         assert info["inferred_type_name"] not in ("None", ""), f"parameter {pname} has no type annotation"
         assert info["help"].strip(), f"parameter {pname} has no help comment"
+    # kmtbook.open_chapter checks exactly the parameters the cell declares, with the declared types
+    spec = SPECS[Path(name).stem]
+    own = [pname for pname in declared if pname not in COMMON]
+    assert own == list(spec.parameters), "the parameters cell and kmtbook/chapter_specs.py list the same names"
+    for pname, p in spec.parameters.items():
+        assert declared[pname]["inferred_type_name"] == p.kind.__name__, pname
+        if p.is_size:
+            assert declared[pname]["default"] in ("0", "0.0"), f"size {pname} must default to 0 (the profile's value)"
+    opened = [c for c in nb.cells if c.cell_type == "code" and "open_chapter(" in c.source]
+    assert len(opened) == 1 and f'open_chapter("{Path(name).stem}", globals())' in opened[0].source
+    assert not {"remove-input", "remove-cell"} & set(opened[0].metadata.get("tags", [])), "the call is shown"
 
 
 @pytest.mark.notebook

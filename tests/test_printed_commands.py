@@ -32,14 +32,32 @@ import jupytext
 import papermill as pm
 import pytest
 
-from kmtbook.chapter import check_passed_parameters
+from kmtbook.parameters import check_passed_parameters
 from kmtbook.sphinx_ext import downloaded_notebook_command, rerun_command, rerun_values
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md")), ROOT / "data" / "README.md",
-           *sorted((ROOT / "data").glob("*/README.md"))]
-PROGRAMS = ("papermill ", "jupytext ", "python -m ", "python3 -m ", "python scripts/", "python3 scripts/",
-            "scripts/", "nox ", "STEPS=", "SEEDS=", "OUT=", "TORCH_SPEC=", "cp ", "conda ")
+SOURCES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "book").glob("*.md")),
+    ROOT / "data" / "README.md",
+    *sorted((ROOT / "data").glob("*/README.md")),
+]
+PROGRAMS = (
+    "papermill ",
+    "jupytext ",
+    "python -m ",
+    "python3 -m ",
+    "python scripts/",
+    "python3 scripts/",
+    "scripts/",
+    "nox ",
+    "STEPS=",
+    "SEEDS=",
+    "OUT=",
+    "TORCH_SPEC=",
+    "cp ",
+    "conda ",
+)
 INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 FENCE = re.compile(r"^```(bash|sh|shell|console)\s*\n(.*?)^```", re.S | re.M)
 COMMON = {"device", "seed", "profile", "output_dir", "logs_dir", "weights_dir"}
@@ -135,8 +153,9 @@ def _env() -> dict[str, str]:
 
 
 def _sh(command: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, (
         f"{command}\nfailed (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )

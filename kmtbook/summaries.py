@@ -1,0 +1,53 @@
+"""Summaries over seeds and tasks that the chapters print: means, "mean ± spread" cells, size bins.
+
+Chapter 9 measures every shipped layer on the same tasks and reports each measure as its mean
+over the seeds with the standard deviation beside it; these helpers format such numbers, so that
+every table of the chapter writes them one way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def nanmean(values: torch.Tensor) -> float:
+    """The mean of ``values`` in float64, leaving out NaN entries (undefined measures)."""
+    return float(torch.nanmean(values.double()))
+
+
+def mean_pm_table(grouped, digits: int, *, missing_spread_as_zero: bool = True):
+    """``"mean ± std"`` text for every group and column of a pandas ``groupby`` selection, both
+    rounded to ``digits``; the spread is the population standard deviation (``ddof=0``). A spread
+    that is undefined (NaN) is shown as 0 unless ``missing_spread_as_zero`` is false."""
+    spread = grouped.std(ddof=0)
+    if missing_spread_as_zero:
+        spread = spread.fillna(0)
+    return grouped.mean().round(digits).astype(str) + " ± " + spread.round(digits).astype(str)
+
+
+def mean_pm_text(values, digits: int = 2) -> str:
+    """``"mean ± std"`` of a pandas series (population standard deviation), with ``digits`` decimals."""
+    return f"{values.mean():.{digits}f} ± {values.std(ddof=0):.{digits}f}"
+
+
+def binned_by_size(
+    counts: torch.Tensor, values: torch.Tensor, edges: np.ndarray, mean_size: float, stat: str = "mean"
+) -> np.ndarray:
+    """``values`` per cluster summarised in bins of the cluster size relative to ``mean_size``.
+
+    ``counts`` and ``values`` hold one number per cluster (any shape, the same); empty clusters and
+    non-finite values are left out. Bin ``b`` covers ``edges[b] <= size / mean_size < edges[b + 1]``;
+    its entry is the mean (or, with ``stat="median"``, the median) of its values, NaN when it holds
+    fewer than 5."""
+    bins = np.arange(len(edges) - 1)
+    rel = (counts / mean_size).flatten().cpu().numpy()
+    v = values.flatten().double().cpu().numpy()
+    keep = (counts.flatten().cpu().numpy() > 0) & np.isfinite(v)
+    idx = np.digitize(rel[keep], edges) - 1
+    out = np.full(len(bins), np.nan)
+    for b in bins:
+        sel = v[keep][idx == b]
+        if sel.size >= 5:
+            out[b] = np.median(sel) if stat == "median" else sel.mean()
+    return out

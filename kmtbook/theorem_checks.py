@@ -1,0 +1,80 @@
+"""Tasks and counts for checking the theorems' limit models against Lloyd's algorithm.
+
+Chapters 2 and 4 state that the limit models of Theorems 2.1 and 2.2 are Lloyd's algorithm on
+tie-free tasks; :func:`exactness_tasks` draws tasks that reach the edge cases (uniform data,
+starts outside the data, an empty cluster), :func:`assignment_margin` tells how close a task comes
+to a tie. :func:`fig3_tasks` and :func:`assignment_counts` are the recipe and the one-hot counts of
+the paper's Fig. 3.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import kmtlib
+
+F64 = torch.float64
+
+COUNT_NAMES = {"exact": "exactly one-hot", "int_cast": "one-hot after a cast to int", "near_1e6": "one-hot up to 1e-6"}
+"""The three ways :func:`assignment_counts` reads an assignment as one-hot, as the tables name them."""
+
+
+def assignment_margin(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+    """Smallest gap ``(B,)`` between the two smallest squared point-centre distances, over all points
+    and all steps of a trajectory ``centers`` ``(B, T+1, k, d)``: how close the task comes to a tie."""
+    B, T1, k, d = centers.shape
+    D = kmtlib.squared_distances(X.repeat_interleave(T1, 0), centers.reshape(B * T1, k, d))
+    two = D.topk(2, dim=-1, largest=False).values
+    return (two[..., 1] - two[..., 0]).view(B, -1).amin(dim=1)
+
+
+def exactness_tasks(B: int, n: int, d: int, k: int, generator: torch.Generator, *, device: torch.device | str = "cpu"):
+    """``B`` tasks in float64 for an exactness check: every other task the paper's clustered
+    generator, the others uniform in the unit cube; initial centres, in turn, ``k`` data points, a
+    box around the data, or that box with the last centre far outside (it loses its cluster).
+
+    ``generator`` must live on ``device``. Returns ``X`` ``(B, n, d)`` and ``C0`` ``(B, k, d)``."""
+    clustered = kmtlib.sample_tasks(B, n, d, k, generator=generator, dtype=F64)
+    assert isinstance(clustered, torch.Tensor)  # (no mixture asked for)
+    uniform = torch.rand(B, n, d, generator=generator, dtype=F64, device=device)
+    X = torch.where((torch.arange(B, device=device) % 2 == 0).view(B, 1, 1), clustered, uniform)
+    at_points = kmtlib.init_centers(X, k, generator=generator)
+    box = torch.rand(B, k, d, generator=generator, dtype=F64, device=device) * 1.6 - 0.3
+    far = box.clone()
+    far[:, -1] += 5.0
+    which = (torch.arange(B, device=device) % 3).view(B, 1, 1)
+    return X, torch.where(which == 0, at_points, torch.where(which == 1, box, far))
+
+
+def fig3_tasks(
+    B: int,
+    n: int,
+    k: int,
+    generator: torch.Generator,
+    d: int = 2,
+    std: float = 0.1,
+    *,
+    device: torch.device | str = "cpu",
+):
+    """The recipe of the paper's Fig. 3, batched: ``n // k`` points around each of ``k`` uniform
+    means (isotropic, ``std``), min-max scaled per task and dimension, randomly permuted; the
+    initial centres are the first ``k`` points. Float64; returns ``X`` and ``C0``."""
+    per = n // k
+    means = torch.rand(B, k, d, generator=generator, dtype=F64, device=device)
+    noise = torch.randn(B, per * k, d, generator=generator, dtype=F64, device=device)
+    X = means.repeat_interleave(per, dim=1) + std * noise
+    lo, hi = X.amin(dim=1, keepdim=True), X.amax(dim=1, keepdim=True)
+    X = (X - lo) / (hi - lo)
+    order = torch.rand(B, per * k, generator=generator, device=device).argsort(dim=1)
+    X = torch.gather(X, 1, order.unsqueeze(-1).expand_as(X))
+    return X, X[:, :k].clone()
+
+
+def assignment_counts(A: torch.Tensor) -> dict[str, int]:
+    """How many points hold an exactly one-hot assignment, one that the authors' cast to integers
+    reads as one-hot, and one that is one-hot up to 1e-6 (``A``: ``(n, k)``); keys of :data:`COUNT_NAMES`."""
+    exact = ((A == 0) | (A == 1)).all(-1) & (A == 1).sum(-1).eq(1)
+    as_int = A.to(torch.int64)  # truncation towards zero, as a cast to int does
+    int_cast = (as_int == 1).sum(-1).eq(1) & (as_int == 0).sum(-1).eq(A.shape[-1] - 1)
+    near = ((A - A.round()).abs() <= 1e-6).all(-1) & (A.round() == 1).sum(-1).eq(1)
+    return {"exact": int(exact.sum()), "int_cast": int(int_cast.sum()), "near_1e6": int(near.sum())}
