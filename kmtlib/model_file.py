@@ -103,13 +103,16 @@ def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") ->
     except pickle.UnpicklingError as exc:
         if "weights only" in str(exc).lower() or "weightsunpickler" in str(exc).lower():
             raise ModelFileError(
-                f"{path}: not a {what} (it holds Python objects that a weights-only load refuses: {_weights_only_reason(exc)})"
+                f"{path}: not a {what} (it holds Python objects that a "
+                f"weights-only load refuses: {_weights_only_reason(exc)})"
             ) from exc
         raise ModelFileError(f"{path}: not a {what} (damaged torch file: {_short(exc)})") from exc
     except (EOFError, OSError) as exc:
         raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
     except MemoryError as exc:
-        raise ModelFileError(f"{path}: not a {what} (damaged torch file: it asks for more memory than there is)") from exc
+        raise ModelFileError(
+            f"{path}: not a {what} (damaged torch file: it asks for more memory than there is)"
+        ) from exc
     except Exception as exc:  # miniz errors (RuntimeError), KeyError from a garbage opcode, ...
         raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
 
@@ -124,7 +127,8 @@ def _check_archive(path: Path, what: str, size: int) -> None:
     if not zipfile.is_zipfile(path):
         # A zip archive ends with its directory: without it the file was cut short.
         raise ModelFileError(
-            f"{path}: not a {what} (truncated or damaged torch archive: the archive's end record is missing, {size} bytes)"
+            f"{path}: not a {what} (truncated or damaged torch archive: "
+            f"the archive's end record is missing, {size} bytes)"
         )
     try:
         with zipfile.ZipFile(path) as archive:
@@ -147,8 +151,12 @@ def describe_contents(obj: Any) -> str:
 
 def check_state_dict(state: Any, path: Path, what: str, entry: str) -> dict[str, torch.Tensor]:
     """``state`` as a dict of finite floating-point tensors of one dtype, else ModelFileError."""
-    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
-        raise ModelFileError(f"{path}: not a {what} (its {entry!r} entry is {describe_contents(state)}, not a dict of named tensors)")
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise ModelFileError(
+            f"{path}: not a {what} (its {entry!r} entry is {describe_contents(state)}, not a dict of named tensors)"
+        )
     dtypes = {v.dtype for v in state.values()}
     if any(not dt.is_floating_point for dt in dtypes) or len(dtypes) > 1:
         names = ", ".join(sorted(str(dt) for dt in dtypes))
@@ -160,7 +168,12 @@ def check_state_dict(state: Any, path: Path, what: str, entry: str) -> dict[str,
 
 
 def build_model(
-    config: Any, state: Any, path: Path, what: str = "kmtlib model file", config_entry: str = "config", state_entry: str = "state_dict"
+    config: Any,
+    state: Any,
+    path: Path,
+    what: str = "kmtlib model file",
+    config_entry: str = "config",
+    state_entry: str = "state_dict",
 ):
     """Rebuild a :class:`~kmtlib.KMeansTransformer` from a saved configuration and state dict (on
     the CPU, in the saved dtype), checking both; ModelFileError names ``path`` on any mismatch."""
@@ -168,7 +181,10 @@ def build_model(
     from .transformer import KMeansTransformer
 
     if not isinstance(config, dict):
-        raise ModelFileError(f"{path}: not a {what} (its {config_entry!r} entry is {describe_contents(config)}, not a model configuration)")
+        raise ModelFileError(
+            f"{path}: not a {what} (its {config_entry!r} entry is "
+            f"{describe_contents(config)}, not a model configuration)"
+        )
     state = check_state_dict(state, path, what, state_entry)
     if "builder" in config or "kwargs" in config:
         model = _build_format_1(config, path, what)
@@ -177,14 +193,19 @@ def build_model(
         try:
             layer_config = LayerConfig.from_dict(config)
         except (TypeError, ValueError) as exc:
-            raise ModelFileError(f"{path}: not a {what} (its configuration does not describe a layer: {_short(exc)})") from exc
+            raise ModelFileError(
+                f"{path}: not a {what} (its configuration does not describe a layer: {_short(exc)})"
+            ) from exc
         model = KMeansTransformer(layer_config)
     if state:
         model = model.to(next(iter(state.values())).dtype)
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
-        raise ModelFileError(f"{path}: not a {what} (its weights do not fit the model its configuration describes: {_state_mismatch(model, state)})") from exc
+        raise ModelFileError(
+            f"{path}: not a {what} (its weights do not fit the model its "
+            f"configuration describes: {_state_mismatch(model, state)})"
+        ) from exc
     return model
 
 
@@ -195,23 +216,34 @@ def _build_format_1(config: dict[str, Any], path: Path, what: str):
     unknown = sorted(set(map(str, config)) - {"builder", "kwargs"})
     if unknown or "builder" not in config or "kwargs" not in config:
         raise ModelFileError(
-            f"{path}: not a {what} (its configuration must have the keys 'builder' and 'kwargs', found {sorted(map(str, config))})"
+            f"{path}: not a {what} (its configuration must have the keys "
+            f"'builder' and 'kwargs', found {sorted(map(str, config))})"
         )
     builder, kwargs = config["builder"], config["kwargs"]
     if builder not in BUILDERS:
-        raise ModelFileError(f"{path}: not a {what} (unknown builder {builder!r}; expected one of {', '.join(BUILDERS)})")
+        raise ModelFileError(
+            f"{path}: not a {what} (unknown builder {builder!r}; expected one of {', '.join(BUILDERS)})"
+        )
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise ModelFileError(f"{path}: not a {what} (the builder options are {describe_contents(kwargs)}, not a dict of named options)")
+        raise ModelFileError(
+            f"{path}: not a {what} (the builder options are {describe_contents(kwargs)}, not a dict of named options)"
+        )
     placement = sorted(set(kwargs) & set(_PLACEMENT_OPTIONS))
     if placement:
-        raise ModelFileError(f"{path}: not a {what} (its configuration carries the option(s) {', '.join(placement)}, which a saved model never has)")
+        raise ModelFileError(
+            f"{path}: not a {what} (its configuration carries the option(s) "
+            f"{', '.join(placement)}, which a saved model never has)"
+        )
     options = dict(kwargs)
     if builder == "trainable":
         options.pop("impl", None)  # (the kernel choice is model.fast now, not part of the model)
     try:
         return getattr(KMeansTransformer, builder)(**options)
     except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
-        raise ModelFileError(f"{path}: not a {what} (its configuration {builder}({_kwargs_text(kwargs)}) does not build a model: {_short(exc)})") from exc
+        raise ModelFileError(
+            f"{path}: not a {what} (its configuration "
+            f"{builder}({_kwargs_text(kwargs)}) does not build a model: {_short(exc)})"
+        ) from exc
 
 
 _OLD_ROLES = {"Q": "query.weight", "K": "key.weight", "V": "value.weight"}
@@ -249,7 +281,11 @@ def _state_mismatch(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> s
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    shapes = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
     parts = []
     for label, items in (("missing", missing), ("unexpected", unexpected), ("wrong shape (file vs model)", shapes)):
         if items:
@@ -263,13 +299,20 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
     what = "kmtlib model file"
     payload = read_torch_file(path, what)
     if not isinstance(payload, dict):
-        raise ModelFileError(f"{path}: not a {what} (it holds {describe_contents(payload)}; expected a model saved with KMeansTransformer.save)")
+        raise ModelFileError(
+            f"{path}: not a {what} (it holds {describe_contents(payload)}; "
+            "expected a model saved with KMeansTransformer.save)"
+        )
     fmt = payload.get("format")
     if fmt == CHECKPOINT_FORMAT:
-        raise ModelFileError(f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)")
+        raise ModelFileError(
+            f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)"
+        )
     if fmt != MODEL_FORMAT and fmt not in OLD_MODEL_FORMATS:
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
-        raise ModelFileError(f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {describe_contents(payload)})")
+        raise ModelFileError(
+            f"{path}: not a {what} ({found}; expected format {MODEL_FORMAT!r}; it holds {describe_contents(payload)})"
+        )
     for key in ("config", "state_dict"):
         if key not in payload:
             raise ModelFileError(f"{path}: damaged {what} (the {key!r} entry is missing)")

@@ -232,7 +232,10 @@ def validation_metrics(
     model.eval()
     try:
         objective = torch.cat(
-            [_kmeans_objective(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch])) for i in range(0, X.shape[0], batch)]
+            [
+                _kmeans_objective(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
+                for i in range(0, X.shape[0], batch)
+            ]
         )
     finally:
         model.train(was_training)
@@ -249,12 +252,16 @@ def _rng_states(generators: dict[str, torch.Generator], device: torch.device) ->
 
 def _sample(config: TrainConfig, g: torch.Generator | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """One batch of training or validation tasks (B, n, d) of the run's distribution."""
-    X = sample_tasks(config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype)
+    X = sample_tasks(
+        config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype
+    )
     assert isinstance(X, torch.Tensor)  # (without return_mixture: the points alone)
     return X
 
 
-def _set_rng_states(states: dict[str, torch.Tensor], generators: dict[str, torch.Generator], device: torch.device) -> None:
+def _set_rng_states(
+    states: dict[str, torch.Tensor], generators: dict[str, torch.Generator], device: torch.device
+) -> None:
     for name, g in generators.items():
         g.set_state(states[name])
     torch.set_rng_state(states["torch_global"])
@@ -265,7 +272,9 @@ def _set_rng_states(states: dict[str, torch.Tensor], generators: dict[str, torch
 def _format_row(row: dict[str, Any]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["" if row[c] is None else (repr(float(row[c])) if isinstance(row[c], float) else row[c]) for c in LOG_COLUMNS])
+    writer.writerow(
+        ["" if row[c] is None else (repr(float(row[c])) if isinstance(row[c], float) else row[c]) for c in LOG_COLUMNS]
+    )
     return buf.getvalue()
 
 
@@ -286,7 +295,10 @@ def read_log(path: str | os.PathLike) -> list[dict[str, float | None]]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RunFolderError(f"{path}: not a training log (not UTF-8 text: byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r})") from None
+        raise RunFolderError(
+            f"{path}: not a training log (not UTF-8 text: byte "
+            f"{exc.start} is {exc.object[exc.start : exc.start + 1]!r})"
+        ) from None
     return parse_log(text, path)
 
 
@@ -299,17 +311,24 @@ def parse_log(text: str, path: str | os.PathLike = "log.csv") -> list[dict[str, 
         raise RunFolderError(f"{path}: empty file (expected a training log starting with the header {_LOG_HEADER!r})")
     lines = text.split("\n")
     if lines[-1] != "":
-        raise RunFolderError(f"{path}: line {len(lines)}: cut short mid-line (no newline at the end: {lines[-1][:60]!r})")
+        raise RunFolderError(
+            f"{path}: line {len(lines)}: cut short mid-line (no newline at the end: {lines[-1][:60]!r})"
+        )
     lines.pop()
     if lines[0] != _LOG_HEADER:
-        raise RunFolderError(f"{path}: line 1: not the header of a training log ({lines[0][:60]!r}; expected {_LOG_HEADER!r})")
+        raise RunFolderError(
+            f"{path}: line 1: not the header of a training log ({lines[0][:60]!r}; expected {_LOG_HEADER!r})"
+        )
     rows: list[dict[str, float | None]] = []
     for number, line in enumerate(lines[1:], start=2):
         row = _parse_row(line)
         if isinstance(row, str):
             raise RunFolderError(f"{path}: line {number}: {row} ({line[:60]!r})")
         if rows and row["step"] <= rows[-1]["step"]:
-            raise RunFolderError(f"{path}: line {number}: step {row['step']} after step {rows[-1]['step']} (the steps of a log increase; a repeated or misplaced row)")
+            raise RunFolderError(
+                f"{path}: line {number}: step {row['step']} after step {rows[-1]['step']} "
+                "(the steps of a log increase; a repeated or misplaced row)"
+            )
         rows.append(row)
     return rows
 
@@ -344,7 +363,9 @@ def load_checkpoint_model(path: str | os.PathLike, map_location: str | torch.dev
     """
     path = Path(path)
     payload = _read_checkpoint(path)
-    return build_model(payload["model_config"], payload["model"], path, _CHECKPOINT_WHAT, "model_config", "model").to(map_location)
+    return build_model(payload["model_config"], payload["model"], path, _CHECKPOINT_WHAT, "model_config", "model").to(
+        map_location
+    )
 
 
 _CHECKPOINT_WHAT = "kmtlib training checkpoint"
@@ -363,7 +384,11 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
         raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds {describe_contents(payload)})")
     fmt = payload.get("format")
     if fmt != CHECKPOINT_FORMAT:
-        hint = "; it is a model file (kmtlib.load_model), not a checkpoint" if fmt == MODEL_FORMAT or fmt in OLD_MODEL_FORMATS else ""
+        hint = (
+            "; it is a model file (kmtlib.load_model), not a checkpoint"
+            if fmt == MODEL_FORMAT or fmt in OLD_MODEL_FORMATS
+            else ""
+        )
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
         raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} ({found}; expected format {CHECKPOINT_FORMAT!r}{hint})")
     for key, kind in _CHECKPOINT_ENTRIES.items():
@@ -442,7 +467,9 @@ def train(
     if threads is not None:
         threads = check_int("threads", threads, minimum=1)
     if resume and overwrite:
-        raise ValueError("resume and overwrite exclude each other: resume continues the run in the folder, overwrite deletes it")
+        raise ValueError(
+            "resume and overwrite exclude each other: resume continues the run in the folder, overwrite deletes it"
+        )
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
     if not os.fspath(out_dir).strip():
@@ -521,7 +548,11 @@ class _ResumePoint:
 
 def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
     saved = saved if isinstance(saved, dict) else {}
-    return [f"{k}: {saved.get(k)!r} there vs {v!r} now" for k, v in dataclasses.asdict(config).items() if k != "steps" and saved.get(k) != v]
+    return [
+        f"{k}: {saved.get(k)!r} there vs {v!r} now"
+        for k, v in dataclasses.asdict(config).items()
+        if k != "steps" and saved.get(k) != v
+    ]
 
 
 def _open_checkpoint(
@@ -549,7 +580,9 @@ def _open_checkpoint(
         except RunFolderError as exc:
             raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} ({exc})") from None
         if not rows or rows[-1]["step"] != payload["step"]:
-            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})")
+            raise ModelFileError(
+                f"{path}: damaged {_CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})"
+            )
     state = _new_training_state(config, device, seeds)
     try:
         check_state_dict(payload["model"], path, _CHECKPOINT_WHAT, "model")
@@ -558,13 +591,17 @@ def _open_checkpoint(
         state.scheduler.load_state_dict(payload["scheduler"])
         _set_rng_states(payload["rng"], state.generators, device)
         best = payload["best"]
-        if not (best.get("step") is None or isinstance(best.get("step"), int)) or not isinstance(best.get("val_rel_objective"), float):
+        if not (best.get("step") is None or isinstance(best.get("step"), int)) or not isinstance(
+            best.get("val_rel_objective"), float
+        ):
             raise ValueError(f"its record of the best model is {best!r}")
     except ModelFileError:
         raise
     except Exception as exc:  # load_state_dict and the rng setters raise all kinds of errors
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its training state does not load: {text[:200]})") from None
+        raise ModelFileError(
+            f"{path}: damaged {_CHECKPOINT_WHAT} (its training state does not load: {text[:200]})"
+        ) from None
     return state, payload, log_text
 
 
@@ -611,13 +648,20 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
                     f"{last}: missing, so {out} cannot be resumed ({leftovers}); start again with --overwrite "
                     f"(overwrite=True), which deletes the run's files, or choose another folder"
                 ) from None
-            raise RunFolderError(f"{exc}; there is no earlier checkpoint ({previous}) to resume from: start again with --overwrite (overwrite=True)") from None
+            raise RunFolderError(
+                f"{exc}; there is no earlier checkpoint ({previous}) to "
+                "resume from: start again with --overwrite (overwrite=True)"
+            ) from None
         try:
             state, payload, log_text = _open_checkpoint(previous, config, device, seeds)
         except (FileNotFoundError, ModelFileError) as exc2:
-            raise RunFolderError(f"{exc}; and the earlier checkpoint is no better: {exc2}; start again with --overwrite (overwrite=True)") from None
+            raise RunFolderError(
+                f"{exc}; and the earlier checkpoint is no better: {exc2}; start again with --overwrite (overwrite=True)"
+            ) from None
         used = previous
-        notes.append(f"{last}: {_problem(exc, last)}; resuming from the earlier checkpoint {previous} (step {payload['step']})")
+        notes.append(
+            f"{last}: {_problem(exc, last)}; resuming from the earlier checkpoint {previous} (step {payload['step']})"
+        )
     step = int(payload["step"])
     if step > config.steps:
         raise RunFolderError(
@@ -651,7 +695,9 @@ def _fresh_start_loses(out: Path) -> str | None:
     try:
         rows = read_log(log)
     except (RunFolderError, OSError) as exc:
-        if log.stat().st_size <= len(_LOG_HEADER) + 1 and _LOG_HEADER.startswith(log.read_text(errors="replace").rstrip("\n")):
+        if log.stat().st_size <= len(_LOG_HEADER) + 1 and _LOG_HEADER.startswith(
+            log.read_text(errors="replace").rstrip("\n")
+        ):
             return None  # (a header cut short: killed while creating the log)
         return f"{log}: {_problem(exc, log)}"
     if any(row["step"] != 0 for row in rows):
@@ -670,14 +716,19 @@ def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, 
         # first log_bytes bytes must be a complete log that ends at the checkpoint's step.
         n = int(point.payload["log_bytes"])
         if disk is None:
-            raise RunFolderError(f"{log}: missing, and the checkpoint {used} (an older format) holds no copy of it; cannot resume")
+            raise RunFolderError(
+                f"{log}: missing, and the checkpoint {used} (an older format) holds no copy of it; cannot resume"
+            )
         try:
             rows = parse_log(disk[:n], log)
             if rows[-1]["step"] != step:
-                raise RunFolderError(f"{log}: its first {n} bytes end at step {rows[-1]['step']}, not at the checkpoint's step {step}")
+                raise RunFolderError(
+                    f"{log}: its first {n} bytes end at step {rows[-1]['step']}, not at the checkpoint's step {step}"
+                )
         except (RunFolderError, IndexError) as exc:
             raise RunFolderError(
-                f"{log}: does not match the checkpoint {used} ({_problem(exc, log)}), which (an older format) holds no copy of it; cannot resume"
+                f"{log}: does not match the checkpoint {used} ({_problem(exc, log)}), "
+                "which (an older format) holds no copy of it; cannot resume"
             ) from None
         log_text = disk[:n]
     if disk == log_text:
@@ -690,7 +741,10 @@ def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, 
         # What a run killed between writing a log row and its checkpoint leaves (or a resume
         # from previous.pt): rows that training repeats exactly.
         steps = ", ".join(str(s) for s in later[:4]) + (", ..." if len(later) > 4 else "")
-        point.notes.append(f"{log}: dropped {len(later)} row(s) after step {step} (step {steps}), written after the checkpoint {used}; they are trained again")
+        point.notes.append(
+            f"{log}: dropped {len(later)} row(s) after step {step} (step "
+            f"{steps}), written after the checkpoint {used}; they are trained again"
+        )
     else:
         point.notes.append(
             f"{log}: {_log_difference(disk, log_text)}; restored from the copy in {used} (up to step {step}); "
@@ -748,14 +802,22 @@ def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
         return  # (older checkpoints do not hold the best model: best.pt is left as it is)
     try:
         on_disk = load_model(best_path).state_dict()
-        same = on_disk.keys() == best_state.keys() and all(torch.equal(on_disk[k], best_state[k].cpu()) for k in on_disk)
-        problem = None if same else f"holds other weights than the best model of {used} (step {best_step}), e.g. from a later step"
+        same = on_disk.keys() == best_state.keys() and all(
+            torch.equal(on_disk[k], best_state[k].cpu()) for k in on_disk
+        )
+        problem = (
+            None
+            if same
+            else f"holds other weights than the best model of {used} (step {best_step}), e.g. from a later step"
+        )
     except (FileNotFoundError, ModelFileError) as exc:
         problem = _problem(exc, best_path)
     if problem is None:
         return
     try:
-        model = build_model(point.payload["model_config"], best_state, used, _CHECKPOINT_WHAT, "model_config", "best_model")
+        model = build_model(
+            point.payload["model_config"], best_state, used, _CHECKPOINT_WHAT, "model_config", "best_model"
+        )
     except ModelFileError:
         point.notes.append(f"{best_path}: {problem}; the checkpoint's copy is damaged too, so it is left as it is")
         return
@@ -773,7 +835,8 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
                 raise ValueError("JSON, but not an object with a 'config' object")
         except (ValueError, UnicodeDecodeError) as exc:
             point.notes.append(
-                f"{manifest}: not a valid manifest ({str(exc)[:80]}); set aside as {manifest.name}{_DAMAGED}, written again when the run finishes"
+                f"{manifest}: not a valid manifest ({str(exc)[:80]}); set aside "
+                f"as {manifest.name}{_DAMAGED}, written again when the run finishes"
             )
             point.repairs.append(lambda: os.replace(manifest, manifest.with_name(manifest.name + _DAMAGED)))
         else:
@@ -793,7 +856,11 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
         ours = point.state.model.config
         if model.config != ours:
             theirs_fields, ours_fields = model.config.to_dict(), ours.to_dict()
-            diffs = [f"{k}: {theirs_fields.get(k)!r} there vs {ours_fields.get(k)!r} here" for k in theirs_fields if k != "origin" and theirs_fields.get(k) != ours_fields.get(k)]
+            diffs = [
+                f"{k}: {theirs_fields.get(k)!r} there vs {ours_fields.get(k)!r} here"
+                for k in theirs_fields
+                if k != "origin" and theirs_fields.get(k) != ours_fields.get(k)
+            ]
             raise RunFolderError(
                 f"{model_path}: a model of another configuration ({'; '.join(diffs[:4])}): this folder mixes runs; "
                 f"move it away, or start again with --overwrite"
@@ -806,7 +873,12 @@ def _remove_temporaries(out: Path) -> list[str]:
     removed = []
     for path in out.iterdir():
         name = path.name
-        if name.startswith(".") and name.endswith(".tmp") and any(name[1:].startswith(f + ".") for f in RUN_FILES) and path.is_file():
+        if (
+            name.startswith(".")
+            and name.endswith(".tmp")
+            and any(name[1:].startswith(f + ".") for f in RUN_FILES)
+            and path.is_file()
+        ):
             path.unlink()
             removed.append(name)
     return sorted(removed)
@@ -817,8 +889,15 @@ def _say(notes: list[str], text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command) -> dict[str, Any]:
-    last_path, previous_path, best_path, log_path = out / CHECKPOINT_FILE, out / PREVIOUS_FILE, out / BEST_FILE, out / LOG_FILE
+def _train_locked(
+    config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command
+) -> dict[str, Any]:
+    last_path, previous_path, best_path, log_path = (
+        out / CHECKPOINT_FILE,
+        out / PREVIOUS_FILE,
+        out / BEST_FILE,
+        out / LOG_FILE,
+    )
     if threads is not None:
         torch.set_num_threads(threads)
     device = resolve_device(config.device)
@@ -851,7 +930,9 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
         for note in point.notes:
             _say(notes, f"resume: {note}")
     elif resume and existing:
-        _say(notes, f"resume: {out} holds no checkpoint yet (a run stopped in its first evaluation); starting it afresh")
+        _say(
+            notes, f"resume: {out} holds no checkpoint yet (a run stopped in its first evaluation); starting it afresh"
+        )
 
     if tune_memory and device.type == "cpu":
         tune_malloc()
@@ -892,7 +973,14 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
         rel, logobj = validation_metrics(model, X_val, C_val, ref_val, config.batch)
         if step > 0:
             scheduler.step(rel)
-        row = {"step": step, "train_loss": window_loss, "val_rel_objective": rel, "val_log_objective": logobj, "lr": lr_used, "wall_s": wall()}
+        row = {
+            "step": step,
+            "train_loss": window_loss,
+            "val_rel_objective": rel,
+            "val_log_objective": logobj,
+            "lr": lr_used,
+            "wall_s": wall(),
+        }
         # The row goes to log.csv first and into the checkpoint with the whole log: a kill
         # between the two leaves a row that the next resume drops and trains again.
         text = _format_row(row)
@@ -976,7 +1064,9 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
                 final_row = evaluate_and_checkpoint(window_loss, optimizer.param_groups[0]["lr"])
                 window.zero_()
                 window_steps = 0
-                bar.set_postfix(loss=f"{window_loss:.3f}", val=f"{final_row['val_rel_objective']:.4f}", lr=f"{final_row['lr']:.2g}")
+                bar.set_postfix(
+                    loss=f"{window_loss:.3f}", val=f"{final_row['val_rel_objective']:.4f}", lr=f"{final_row['lr']:.2g}"
+                )
     finally:
         bar.close()
 
@@ -1006,7 +1096,9 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+            "device_name": torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
             "wall_s": summary["wall_s"],
             "wall_s_per_step": summary["wall_s"] / max(step, 1),
@@ -1014,7 +1106,13 @@ def _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callb
             "final_val_log_objective": summary["final_val_log_objective"],
             "best_val_rel_objective": summary["best_val_rel_objective"],
             "best_step": summary["best_step"],
-            "files": {"model": MODEL_FILE, "best": BEST_FILE, "checkpoint": CHECKPOINT_FILE, "previous_checkpoint": PREVIOUS_FILE, "log": LOG_FILE},
+            "files": {
+                "model": MODEL_FILE,
+                "best": BEST_FILE,
+                "checkpoint": CHECKPOINT_FILE,
+                "previous_checkpoint": PREVIOUS_FILE,
+                "log": LOG_FILE,
+            },
         }
         _atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
         summary["model_path"] = str(model_path)
@@ -1066,29 +1164,45 @@ def _parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(
         prog="python -m kmtlib.train",
-        description="Train the learned k-means transformer layer with the paper's protocol (defaults: the paper's main run).",
+        description=(
+            "Train the learned k-means transformer layer with the paper's protocol (defaults: the paper's main run)."
+        ),
     )
     p.add_argument("--out", required=True, help="run folder (log.csv, last.pt, best.pt, model.pt, manifest.json)")
     p.add_argument("--d", type=int, default=d.d, help="data dimension (default %(default)s)")
     p.add_argument("--k", type=int, default=d.k, help="number of clusters (default %(default)s)")
     p.add_argument("--n", type=int, default=d.n, help="points per task (default %(default)s)")
-    p.add_argument("--embedding", choices=tuple(EMBEDDINGS), default=d.embedding, help="token embedding (default %(default)s)")
+    p.add_argument(
+        "--embedding", choices=tuple(EMBEDDINGS), default=d.embedding, help="token embedding (default %(default)s)"
+    )
     p.add_argument("--seed", type=int, default=d.seed, help="run seed (default %(default)s)")
     p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
     p.add_argument("--batch", type=int, default=d.batch, help="tasks per step (default %(default)s)")
     p.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
-    p.add_argument("--loss-inv-temp", type=float, default=d.loss_inv_temp, help="loss inverse temperature (default %(default)s)")
+    p.add_argument(
+        "--loss-inv-temp", type=float, default=d.loss_inv_temp, help="loss inverse temperature (default %(default)s)"
+    )
     p.add_argument("--gamma", type=float, default=d.gamma, help="attention inverse temperature (default %(default)s)")
     p.add_argument("--dropout", type=float, default=d.dropout, help="attention dropout (default %(default)s)")
-    p.add_argument("--family", choices=FAMILIES, default=d.family, help="task distribution family (default %(default)s)")
+    p.add_argument(
+        "--family", choices=FAMILIES, default=d.family, help="task distribution family (default %(default)s)"
+    )
     p.add_argument("--scale", type=float, default=d.scale, help="component scale (default %(default)s)")
-    p.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations (default %(default)s)")
+    p.add_argument(
+        "--eval-every", type=int, default=d.eval_every, help="steps between evaluations (default %(default)s)"
+    )
     p.add_argument("--val-batches", type=int, default=d.val_batches, help="validation batches (default %(default)s)")
-    p.add_argument("--lr-factor", type=float, default=d.lr_factor, help="ReduceLROnPlateau factor (default %(default)s)")
-    p.add_argument("--lr-patience", type=int, default=d.lr_patience, help="ReduceLROnPlateau patience (default %(default)s)")
+    p.add_argument(
+        "--lr-factor", type=float, default=d.lr_factor, help="ReduceLROnPlateau factor (default %(default)s)"
+    )
+    p.add_argument(
+        "--lr-patience", type=int, default=d.lr_patience, help="ReduceLROnPlateau patience (default %(default)s)"
+    )
     p.add_argument("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     p.add_argument("--dtype", choices=tuple(_DTYPES), default=d.dtype, help="weights and data (default %(default)s)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice / OMP_NUM_THREADS)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's choice / OMP_NUM_THREADS)"
+    )
     p.add_argument(
         "--resume", action="store_true",
         help="continue the run in OUT from its checkpoint (OUT/last.pt, else OUT/previous.pt); a damaged log or "
