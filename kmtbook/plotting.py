@@ -28,8 +28,8 @@ def plot_log_objective(
     return ax
 
 
-def plot_centre_trajectories(
-    ax, X, trajectory, *, point_colour: str = "0.75", centre_colour: str = "C3", max_points: int = 5000, seed: int = 0
+def plot_center_trajectories(
+    ax, X, trajectory, *, point_colour: str = "0.75", center_color: str = "C3", max_points: int = 5000, seed: int = 0
 ):
     """2-D points (grey), initial centres (circles), later centres (triangles) joined by dotted lines.
 
@@ -42,8 +42,8 @@ def plot_centre_trajectories(
         pts = pts[np.random.default_rng(seed).choice(pts.shape[0], max_points, replace=False)]
     ax.scatter(pts[:, 0], pts[:, 1], s=2, c=point_colour, rasterized=True)
     for j in range(traj.shape[1]):
-        ax.plot(traj[:, j, 0], traj[:, j, 1], ":", c=centre_colour, lw=1)
-        ax.scatter(traj[1:, j, 0], traj[1:, j, 1], marker="^", c=centre_colour, s=22, zorder=3)
+        ax.plot(traj[:, j, 0], traj[:, j, 1], ":", c=center_color, lw=1)
+        ax.scatter(traj[1:, j, 0], traj[1:, j, 1], marker="^", c=center_color, s=22, zorder=3)
     ax.scatter(traj[0, :, 0], traj[0, :, 1], marker="o", facecolors="none", edgecolors="k", s=60, zorder=4)
     ax.set_aspect("equal")
     return ax

@@ -20,7 +20,7 @@ def unit_rows(v: torch.Tensor) -> torch.Tensor:
     return v / v.norm(dim=-1, keepdim=True)
 
 
-def centre_error(C: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+def center_error(C: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
     """Root mean squared distance ``(B,)`` between centres ``C`` and true means ``M`` (both
     ``(B, k, d)``), under the best matching of centres to means (all ``k!`` of them tried)."""
     k = C.shape[1]

@@ -37,7 +37,7 @@ ATTENTION_KINDS: tuple[str, ...] = ("euclidean", "dot")
 ``"dot"``: Theorem 2.2 (dot-product attention on norm-augmented tokens of width d + k + 2, plus a
 feed-forward block with rectified-quadratic activation on the centres)."""
 
-CENTRE_UPDATES: tuple[str, ...] = ("linear", "attention")
+CENTER_UPDATES: tuple[str, ...] = ("linear", "attention")
 """Form of the centre update (block CAC): ``"linear"`` (default): the normalised linear attention
 ``y_ij / sum_i' y_i'j`` of the original paper's construction and the authors' code
 (temperature-free); ``"attention"``: the model's own attention (Euclidean or dot, as in the
@@ -101,7 +101,7 @@ def theorem_weights(
     query[s, o] = -0.5
     key = data.clone()
     key[s, s] = 1.0
-    erase_centre = -key
+    erase_center = -key
     W1 = torch.zeros(2 * d, D, dtype=dtype)
     W1[:d, :d] = torch.eye(d, dtype=dtype)
     W1[d:, :d] = -torch.eye(d, dtype=dtype)
@@ -111,7 +111,7 @@ def theorem_weights(
         "CAX": {"Q": query, "K": key, "V": ids.clone()},
         "SAX": {"Q": query.clone(), "K": key.clone(), "V": -ids},
         "CAC": {"Q": ids.clone(), "K": ids.clone(), "V": data.clone()},
-        "SAC": {"Q": ids.clone(), "K": ids.clone(), "V": erase_centre},
+        "SAC": {"Q": ids.clone(), "K": ids.clone(), "V": erase_center},
         "FFN": {"W1": W1, "W2": W2},
     }
 
@@ -123,7 +123,7 @@ def build_theorem_model(
     gamma: float = math.inf,
     attention: str = "euclidean",
     *,
-    centre_update: str = "linear",
+    center_update: str = "linear",
     self_attention: str = "attention",
     reset_gamma: float | None = None,
 ):
@@ -137,7 +137,7 @@ def build_theorem_model(
             ``gamma`` means soft-max there.
         attention: ``"euclidean"`` (Theorem 2.1: tokens [x; y], [c; e] of width d + k, Euclidean
             attention) or ``"dot"`` (Theorem 2.2, see below).
-        centre_update: ``"linear"`` (default: the normalised linear attention of the original
+        center_update: ``"linear"`` (default: the normalised linear attention of the original
             paper's construction and the authors' code, ``y_ij / sum_i' y_i'j``, temperature-free)
             or ``"attention"`` (the model's own attention, as in the follow-up paper's Euclidean
             construction: in the limit the average of the points whose one-hot assignment
@@ -149,7 +149,7 @@ def build_theorem_model(
             ``self_attention="attention"``; default ``gamma``. Only meaningful with that option.
 
     Which blocks use which temperature: CAX always uses ``gamma``; CAC uses ``gamma`` with
-    ``centre_update="attention"``; SAX and SAC use ``reset_gamma`` with
+    ``center_update="attention"``; SAX and SAC use ``reset_gamma`` with
     ``self_attention="attention"``. Hence:
 
     * the limit model (``gamma = math.inf``): every option gives Lloyd's algorithm exactly on
@@ -157,7 +157,7 @@ def build_theorem_model(
       attention of an empty cluster has no preferred key and becomes uniform);
     * the authors' validation model (their Fig. 3): ``gamma=1e4, self_attention="identity"``
       (with the default linear centre update only CAX is soft);
-    * the fully soft-max model: ``gamma`` finite, ``centre_update="attention"``,
+    * the fully soft-max model: ``gamma`` finite, ``center_update="attention"``,
       ``self_attention="attention"``: every block is soft at ``gamma``. Its reset blocks need a
       far larger temperature than CAX, because SAX must tell apart points that are close to each
       other (the soft-max weight of a point on itself must dominate its neighbours'): at
@@ -179,7 +179,7 @@ def build_theorem_model(
         (``model.layer.CAX.query.weight`` is ``Q_1``, and so on).
     """
     config = theorem_config(
-        d, k, gamma, attention, centre_update=centre_update, self_attention=self_attention, reset_gamma=reset_gamma
+        d, k, gamma, attention, center_update=center_update, self_attention=self_attention, reset_gamma=reset_gamma
     )
     model = cls(config)
     load_theorem_weights(model.layer, attention)
@@ -192,7 +192,7 @@ def theorem_config(
     gamma: float = math.inf,
     attention: str = "euclidean",
     *,
-    centre_update: str = "linear",
+    center_update: str = "linear",
     self_attention: str = "attention",
     reset_gamma: float | None = None,
 ) -> LayerConfig:
@@ -201,7 +201,7 @@ def theorem_config(
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma", gamma, allow_inf=True)
     check_choice("attention", attention, ATTENTION_KINDS)
-    check_choice("centre_update", centre_update, CENTRE_UPDATES)
+    check_choice("center_update", center_update, CENTER_UPDATES)
     check_choice("self_attention", self_attention, SELF_ATTENTION_MODES)
     if reset_gamma is not None:
         if self_attention != "attention":
@@ -216,12 +216,12 @@ def theorem_config(
         identity=self_attention == "identity",
     )
     cax = BlockConfig(score=attention, gamma=gamma, scale=2.0 if attention == "dot" else 1.0)
-    if centre_update == "attention":
+    if center_update == "attention":
         cac = cax
     else:  # the normalised linear attention y_ij / sum_i' y_i'j (temperature-free)
         cac = BlockConfig(score="dot", map="linear")
     options = [f"gamma={gamma}", f"attention={attention!r}"]
-    options += [f"centre_update={centre_update!r}"] if centre_update != "linear" else []
+    options += [f"center_update={center_update!r}"] if center_update != "linear" else []
     options += [f"self_attention={self_attention!r}"] if self_attention != "attention" else []
     options += [f"reset_gamma={reset_gamma}"] if reset_gamma is not None else []
     return LayerConfig(

@@ -27,9 +27,9 @@ class Embedding:
         """Point tokens (B, n, D) and centre tokens (B, k, D)."""
         raise NotImplementedError
 
-    def centers(self, centre_tokens: torch.Tensor) -> torch.Tensor:
+    def centers(self, center_tokens: torch.Tensor) -> torch.Tensor:
         """The centres (B, k, d) held in the data coordinates of the centre tokens."""
-        return centre_tokens[..., : self.d]
+        return center_tokens[..., : self.d]
 
     def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor | None:
         """The assignment weights (B, n, k) held by the point tokens, or None."""
@@ -102,8 +102,8 @@ class NormAugmentedEmbedding(Embedding):
         k = C.shape[1]
         points = torch.cat([X, X.new_zeros(B, n, self.k), (X * X).sum(-1, keepdim=True), X.new_ones(B, n, 1)], dim=-1)
         ids = torch.eye(self.k, dtype=C.dtype, device=C.device).expand(B, self.k, self.k)
-        centres = torch.cat([C, ids, (C * C).sum(-1, keepdim=True), C.new_ones(B, k, 1)], dim=-1)
-        return points, centres
+        centers = torch.cat([C, ids, (C * C).sum(-1, keepdim=True), C.new_ones(B, k, 1)], dim=-1)
+        return points, centers
 
     def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor:
         return point_tokens[..., self.d : self.d + self.k]

@@ -58,7 +58,7 @@ __all__ = [
     "entropy",
     "inspect_step",
     "layer_maps",
-    "layer_maps_centres",
+    "layer_maps_centers",
     "lloyd_step",
     "paper_theorem_model",
     "qk_structure",
@@ -169,7 +169,7 @@ def paper_theorem_model(
     if not isinstance(sqrt_scaling, bool):
         raise TypeError(f"sqrt_scaling must be a bool, got {type(sqrt_scaling).__name__}")
     effective = gamma / math.sqrt(d + k) if (sqrt_scaling and gamma != math.inf) else gamma
-    model = KMeansTransformer.from_theorem(d, k, gamma=effective, centre_update="attention", self_attention="attention")
+    model = KMeansTransformer.from_theorem(d, k, gamma=effective, center_update="attention", self_attention="attention")
     return model.to(dtype)
 
 
@@ -183,8 +183,8 @@ class LayerMaps:
         CAC: (B, k, n) each centre's weights over the **updated** points.
         SAC: (B, k, k) each centre's weights over the centres.
         point_tokens: (B, n, D) the point tokens after the layer (``[x; y]`` in the theorem).
-        centre_tokens: (B, k, D) the centre tokens after the layer.
-        centres: (B, k, d) the new centres (data part of the centre tokens).
+        center_tokens: (B, k, D) the centre tokens after the layer.
+        centers: (B, k, d) the new centres (data part of the centre tokens).
         d: data dimension (the point tokens' first d coordinates are the data part).
     """
 
@@ -193,8 +193,8 @@ class LayerMaps:
     CAC: torch.Tensor
     SAC: torch.Tensor
     point_tokens: torch.Tensor
-    centre_tokens: torch.Tensor
-    centres: torch.Tensor
+    center_tokens: torch.Tensor
+    centers: torch.Tensor
     d: int
 
     def maps(self) -> dict[str, torch.Tensor]:
@@ -430,19 +430,19 @@ def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def compare_with_lloyd(
-    model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor, new_centres: torch.Tensor | None = None
+    model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor, new_centers: torch.Tensor | None = None
 ) -> StepComparison:
     """Measure one step of ``model`` from centres ``C`` against one Lloyd step (see
-    :class:`StepComparison`). ``new_centres`` (B, k, d), if given, is the model's step already
-    computed (for example ``layer_maps(...).centres``); otherwise it is computed here (a trained
+    :class:`StepComparison`). ``new_centers`` (B, k, d), if given, is the model's step already
+    computed (for example ``layer_maps(...).centers``); otherwise it is computed here (a trained
     layer without dropout)."""
     _check_model(model)
     _check_inputs(model, X, C)
-    if new_centres is None:
-        new_centres = layer_maps_centres(model, X, C)
-    elif not isinstance(new_centres, torch.Tensor) or new_centres.shape != C.shape:
-        raise ValueError(f"new_centres must be a tensor of shape {tuple(C.shape)} (like C)")
-    new = new_centres.to(X.dtype)
+    if new_centers is None:
+        new_centers = layer_maps_centers(model, X, C)
+    elif not isinstance(new_centers, torch.Tensor) or new_centers.shape != C.shape:
+        raise ValueError(f"new_centers must be a tensor of shape {tuple(C.shape)} (like C)")
+    new = new_centers.to(X.dtype)
     M, labels, counts = lloyd_step(X, C)
     empty = counts == 0
     step_m, step_l = new - C, M - C
@@ -475,7 +475,7 @@ def compare_with_lloyd(
 
 
 @torch.no_grad()
-def layer_maps_centres(
+def layer_maps_centers(
     model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor, batch_size: int = 32
 ) -> torch.Tensor:
     """The model's new centres after one step (a trained layer without dropout), (B, k, d),
@@ -508,7 +508,7 @@ def inspect_step(
     for s in range(0, X.shape[0], batch_size):
         Xb, Cb = X[s : s + batch_size], C[s : s + batch_size]
         maps = layer_maps(model, Xb, Cb)
-        a, c = attention_summary(maps, Xb, Cb), compare_with_lloyd(model, Xb, Cb, new_centres=maps.centres)
+        a, c = attention_summary(maps, Xb, Cb), compare_with_lloyd(model, Xb, Cb, new_centers=maps.centers)
         summary = a if summary is None else summary.cat(a)
         comparison = c if comparison is None else comparison.cat(c)
         del maps

@@ -237,6 +237,8 @@ def _build_format_1(config: dict[str, Any], path: Path, what: str):
     options = dict(kwargs)
     if builder == "trainable":
         options.pop("impl", None)  # (the kernel choice is model.fast now, not part of the model)
+    if builder == "from_theorem" and "centre_update" in options:
+        options["center_update"] = options.pop("centre_update")  # (its spelling before version 0.2)
     try:
         return getattr(KMeansTransformer, builder)(**options)
     except (TypeError, ValueError, RuntimeError, MemoryError) as exc:

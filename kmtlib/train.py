@@ -855,11 +855,16 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
             return
         ours = point.state.model.config
         if model.config != ours:
-            theirs_fields, ours_fields = model.config.to_dict(), ours.to_dict()
+            # the fields that differ, blocks as a whole (a block's scale follows from d and k)
             diffs = [
-                f"{k}: {theirs_fields.get(k)!r} there vs {ours_fields.get(k)!r} here"
-                for k in theirs_fields
-                if k != "origin" and theirs_fields.get(k) != ours_fields.get(k)
+                f"{k}: {getattr(model.config, k)!r} there vs {getattr(ours, k)!r} here"
+                for k in ("d", "k", "tokens", "reembed", "trainable", "bias")
+                if getattr(model.config, k) != getattr(ours, k)
+            ]
+            diffs += [
+                f"block {name} differs"
+                for name in ("CAX", "SAX", "CAC", "SAC")
+                if not diffs and getattr(model.config, name) != getattr(ours, name)
             ]
             raise RunFolderError(
                 f"{model_path}: a model of another configuration ({'; '.join(diffs[:4])}): this folder mixes runs; "

@@ -127,9 +127,9 @@ class KMeansTransformer(nn.Module):
         """One step from fresh tokens: the centres (B, k, d) after one layer (the training hot path;
         no input checks)."""
         self.layer.seed_generator_for(X.device)
-        point_tokens, centre_tokens = self.embedding.embed(X, C)
-        _, centre_tokens = self.layer(point_tokens, centre_tokens)
-        return self.embedding.centers(centre_tokens)
+        point_tokens, center_tokens = self.embedding.embed(X, C)
+        _, center_tokens = self.layer(point_tokens, center_tokens)
+        return self.embedding.centers(center_tokens)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
@@ -143,13 +143,13 @@ class KMeansTransformer(nn.Module):
         self.layer.seed_generator_for(X.device)
         if self.fast and limit_model.supports(self, X, C0):
             return limit_model.forward(self, X, C0, steps)
-        point_tokens, centre_tokens = self.embedding.embed(X, C0)
+        point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
             if self.reembed and t > 0:
-                point_tokens, centre_tokens = self.embedding.embed(X, trajectory[-1])
-            point_tokens, centre_tokens = self.layer(point_tokens, centre_tokens)
-            trajectory.append(self.embedding.centers(centre_tokens))
+                point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
+            point_tokens, center_tokens = self.layer(point_tokens, center_tokens)
+            trajectory.append(self.embedding.centers(center_tokens))
         with torch.no_grad():
             objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
             labels = _nearest_center(X, trajectory[-1].detach())

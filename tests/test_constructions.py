@@ -29,10 +29,10 @@ TOL = 1e-12
 
 # the limit models under test: Theorem 2.1 with either centre update, and Theorem 2.2 (with either)
 LIMIT_MODELS = {
-    "2.1-linear": dict(attention="euclidean", centre_update="linear"),
-    "2.1-euclidean": dict(attention="euclidean", centre_update="attention"),
-    "2.2-linear": dict(attention="dot", centre_update="linear"),
-    "2.2-dot": dict(attention="dot", centre_update="attention"),
+    "2.1-linear": dict(attention="euclidean", center_update="linear"),
+    "2.1-euclidean": dict(attention="euclidean", center_update="attention"),
+    "2.2-linear": dict(attention="dot", center_update="linear"),
+    "2.2-dot": dict(attention="dot", center_update="attention"),
 }
 # plus the authors' identity shortcut for the resets (the same numbers in the limit)
 SMALL_CASE_MODELS = {**LIMIT_MODELS, "2.1-identity-shortcut": dict(attention="euclidean", self_attention="identity")}
@@ -59,7 +59,7 @@ def _model(d: int, k: int, **options) -> KMeansTransformer:
     return KMeansTransformer.from_theorem(d, k, **options).to(F64)
 
 
-def _initial_centres(X: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor:
+def _initial_centers(X: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor:
     """A third of the tasks start from random data points, a third from uniform points of a box
     wider than the data, a third from the box with the last centre far away: the latter two make
     clusters go empty."""
@@ -98,7 +98,7 @@ def _tie_free_batches() -> list[Batch]:
         clustered = kmtlib.sample_tasks(PER_SHAPE, n, d, max(k, 2), generator=g, dtype=F64)
         uniform = torch.rand(PER_SHAPE, n, d, generator=g, dtype=F64)
         X = torch.where((torch.arange(PER_SHAPE) % 2 == 0).view(-1, 1, 1), clustered, uniform)
-        C0 = _initial_centres(X, k, g)
+        C0 = _initial_centers(X, k, g)
         ref = kmtlib.lloyd(X, C0, T, empty="mean")
         keep = _margins(X, ref.centers) >= MARGIN
         X, C0 = X[keep], C0[keep]
@@ -282,20 +282,20 @@ def test_fully_softmax_model_needs_a_large_gamma():
     X = kmtlib.sample_tasks(16, 40, 2, 3, generator=6, dtype=F64)
     C0 = kmtlib.init_centers(X, 3, generator=7)
     ref = kmtlib.lloyd(X, C0, 5)
-    soft = _model(2, 3, gamma=1e9, centre_update="attention", self_attention="attention")
+    soft = _model(2, 3, gamma=1e9, center_update="attention", self_attention="attention")
     assert all(b.config.gamma == 1e9 and b.config.map == "softmax" for b in soft.layer.blocks.values())
     out = soft(X, C0, steps=5)
     torch.testing.assert_close(out.centers, ref.centers, rtol=0, atol=1e-6)
-    weak = _model(2, 3, gamma=1.0, centre_update="attention")(X, C0, steps=5)
+    weak = _model(2, 3, gamma=1.0, center_update="attention")(X, C0, steps=5)
     assert (weak.centers - ref.centers).abs().max() > 1e-2
-    split = _model(2, 3, gamma=1e4, centre_update="attention", reset_gamma=1e12)
+    split = _model(2, 3, gamma=1e4, center_update="attention", reset_gamma=1e12)
     assert split.layer.blocks["SAX"].config.gamma == 1e12 and split.layer.blocks["CAX"].config.gamma == 1e4
 
 
 def test_huge_gamma_on_large_scale_data_is_stable():
     X = kmtlib.sample_tasks(8, 50, 3, 4, generator=8, dtype=F64) * 1e3
     C0 = kmtlib.init_centers(X, 4, generator=9)
-    for opts in (dict(), dict(centre_update="attention"), dict(attention="dot")):
+    for opts in (dict(), dict(center_update="attention"), dict(attention="dot")):
         out = _model(3, 4, gamma=1e8, **opts)(X, C0, steps=5)
         assert torch.isfinite(out.centers).all() and torch.isfinite(out.assignments).all()
         torch.testing.assert_close(out.centers, kmtlib.lloyd(X, C0, 5).centers, rtol=1e-9, atol=1e-9)
@@ -353,7 +353,7 @@ def _plain(value) -> bool:
 def test_config_is_plain_and_save_load_round_trip(tmp_path):
     model = KMeansTransformer.from_theorem(2, 3, gamma=50.0, attention="dot", self_attention="identity").to(F64)
     kwargs = dict(
-        d=2, k=3, gamma=50.0, attention="dot", centre_update="linear", self_attention="identity", reset_gamma=None
+        d=2, k=3, gamma=50.0, attention="dot", center_update="linear", self_attention="identity", reset_gamma=None
     )
     assert isinstance(model.config, LayerConfig)
     assert model.config == theorem_config(**kwargs)
@@ -409,10 +409,10 @@ def test_attention_maps_for_plots():
     "options",
     [
         dict(),
-        dict(centre_update="attention"),
+        dict(center_update="attention"),
         dict(attention="dot"),
-        dict(gamma=30.0, centre_update="attention"),
-        dict(gamma=30.0, attention="dot", centre_update="attention"),
+        dict(gamma=30.0, center_update="attention"),
+        dict(gamma=30.0, attention="dot", center_update="attention"),
         dict(gamma=30.0, self_attention="identity"),
     ],
 )
@@ -454,12 +454,12 @@ def test_fast_path_matches_the_reference_formulas_and_autograd(options):
     "options",
     [
         dict(),
-        dict(centre_update="attention"),
+        dict(center_update="attention"),
         dict(attention="dot"),
         dict(self_attention="identity"),
-        dict(gamma=30.0, centre_update="attention"),
-        dict(gamma=30.0, attention="dot", centre_update="attention"),
-        dict(gamma=30.0, reset_gamma=1e6, centre_update="attention"),
+        dict(gamma=30.0, center_update="attention"),
+        dict(gamma=30.0, attention="dot", center_update="attention"),
+        dict(gamma=30.0, reset_gamma=1e6, center_update="attention"),
         "dense",
     ],
 )
@@ -608,7 +608,7 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
         (dict(gamma=-1.0), ValueError, "gamma"),
         (dict(gamma=float("nan")), ValueError, "gamma"),
         (dict(gamma="1e4"), TypeError, "gamma"),
-        (dict(centre_update="mean"), ValueError, "centre_update"),
+        (dict(center_update="mean"), ValueError, "center_update"),
         (dict(self_attention="none"), ValueError, "self_attention"),
         (dict(self_attention="identity", reset_gamma=1e6), ValueError, "reset_gamma"),
         (dict(reset_gamma=0.0), ValueError, "reset_gamma"),
@@ -643,10 +643,10 @@ def test_bad_inputs_raise_clear_errors():
     "options",
     [
         dict(),
-        dict(centre_update="attention"),
+        dict(center_update="attention"),
         dict(attention="dot"),
         dict(gamma=100.0),
-        dict(gamma=1e4, centre_update="attention"),
+        dict(gamma=1e4, center_update="attention"),
     ],
 )
 def test_cuda_equals_cpu(options):

@@ -31,7 +31,7 @@ def _indices(points: torch.Tensor, k: int, batch: int, method: str, seed: int) -
     return idx.numpy()
 
 
-def test_kmeanspp_first_centre_uniform_second_follows_d2():
+def test_kmeanspp_first_center_uniform_second_follows_d2():
     n = LINE.shape[0]
     idx = _indices(LINE, 2, 30000, "kmeans++", seed=1)
     first, second = idx[:, 0], idx[:, 1]
@@ -48,7 +48,7 @@ def test_kmeanspp_first_centre_uniform_second_follows_d2():
         assert chisquare_pvalue(counts, (D > 0) / (n - 1)) < 1e-3, (i, counts)
 
 
-def test_kmeanspp_third_centre_uses_distance_to_the_nearest_chosen():
+def test_kmeanspp_third_center_uses_distance_to_the_nearest_chosen():
     n = PLANE.shape[0]
     idx = _indices(PLANE, 3, 40000, "kmeans++", seed=2)
     D2 = ((PLANE[:, None] - PLANE[None]) ** 2).sum(-1).numpy()
@@ -86,7 +86,7 @@ def test_random_init_is_uniform_over_ordered_k_subsets():
 
 @pytest.mark.parametrize("method", INIT_METHODS)
 @pytest.mark.parametrize("k", [1, 5, 12])
-def test_centres_are_distinct_data_points_of_their_task(method, k):
+def test_centers_are_distinct_data_points_of_their_task(method, k):
     X = sample_tasks(200, 12, 3, 4, generator=4, dtype=F64)
     assert all(len(set(map(tuple, x.tolist()))) == 12 for x in X)  # the points are distinct
     C = init_centers(X, k, method=method, generator=5)
@@ -127,7 +127,7 @@ def test_kmeanspp_with_coincident_points():
     assert 70 <= n_b <= 180, n_b  # Binomial(500, 1/4): mean 125, sd 9.7
 
 
-def test_kmeanspp_spreads_centres_more_than_random():
+def test_kmeanspp_spreads_centers_more_than_random():
     # On well-separated data D^2 seeding hits more distinct components than uniform seeding.
     X, mix = sample_tasks(400, 60, 2, 5, scale=0.01, generator=9, dtype=F64, return_mixture=True)
 

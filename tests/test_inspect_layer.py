@@ -20,7 +20,7 @@ from kmtlib.inspect_layer import (
     effective_number,
     entropy,
     layer_maps,
-    layer_maps_centres,
+    layer_maps_centers,
     lloyd_step,
     paper_theorem_model,
     qk_structure,
@@ -93,7 +93,7 @@ def test_limit_model_maps_and_measures_give_lloyd():
     assert torch.equal(maps.SAX, eye_n)
     assert torch.equal(maps.SAC, torch.eye(K_, dtype=torch.float64).expand_as(maps.SAC))
     assert torch.allclose(maps.CAC, (onehot / counts.unsqueeze(1)).transpose(1, 2), atol=0, rtol=1e-15)
-    assert torch.allclose(maps.centres, new, atol=1e-15, rtol=0)  # the update is the cluster mean
+    assert torch.allclose(maps.centers, new, atol=1e-15, rtol=0)  # the update is the cluster mean
     assert torch.equal(maps.scratch, onehot)
 
     s = attention_summary(maps, X, C)
@@ -105,7 +105,7 @@ def test_limit_model_maps_and_measures_give_lloyd():
     assert s.sax_own_mass.eq(1).all()
     assert s.point_shift.eq(0).all()
 
-    cmp = compare_with_lloyd(model, X, C, new_centres=maps.centres)
+    cmp = compare_with_lloyd(model, X, C, new_centers=maps.centers)
     assert cmp.dist_to_mean.abs().max() <= 1e-15
     moved = cmp.lloyd_move > 1e-9
     assert torch.allclose(cmp.step_ratio[moved], torch.ones(int(moved.sum()), dtype=torch.float64), atol=1e-9)
@@ -138,9 +138,9 @@ def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
     maps = layer_maps(model, X, C)
     assert model.training
     model.eval()
-    assert torch.allclose(maps.centres, model.step(X, C), atol=1e-5)
-    assert torch.allclose(layer_maps_centres(model, X, C), model.step(X, C))
-    assert torch.allclose(layer_maps_centres(model, X, C, batch_size=2), model.step(X, C), atol=1e-5)
+    assert torch.allclose(maps.centers, model.step(X, C), atol=1e-5)
+    assert torch.allclose(layer_maps_centers(model, X, C), model.step(X, C))
+    assert torch.allclose(layer_maps_centers(model, X, C, batch_size=2), model.step(X, C), atol=1e-5)
     assert maps.CAX.shape == (3, 30, K_) and maps.SAX.shape == (3, 30, 30)
     assert maps.CAC.shape == (3, K_, 30) and maps.SAC.shape == (3, K_, K_)
     for W in maps.maps().values():
@@ -162,7 +162,7 @@ def test_chunked_maps_equal_one_batch(monkeypatch):
     parts = layer_maps(model, X, C)
     for a, b in zip(whole.maps().values(), parts.maps().values()):
         assert torch.allclose(a, b)
-    assert torch.allclose(whole.centres, parts.centres)
+    assert torch.allclose(whole.centers, parts.centers)
 
 
 def test_gain_decomposition_and_lloyd_optimality_on_the_old_assignment():
@@ -220,8 +220,8 @@ def test_bad_inputs_raise_clear_errors():
         layer_maps(model, X, C[:, :2])
     with pytest.raises(ValueError, match="shape"):
         layer_maps(model, X[0], C)
-    with pytest.raises(ValueError, match="new_centres"):
-        compare_with_lloyd(model, X, C, new_centres=C[:, :2])
+    with pytest.raises(ValueError, match="new_centers"):
+        compare_with_lloyd(model, X, C, new_centers=C[:, :2])
     with pytest.raises(ValueError, match="square"):
         qk_structure(torch.zeros(3, 4), 2)
     with pytest.raises(ValueError, match="exceeds"):
@@ -246,7 +246,7 @@ def test_shipped_layer_reads_out_in_the_common_layout():
     assert all(bw.Q.shape == (42, 42) for bw in got.values())
     X, C = _tasks(B=2, n=64, d=32, k=10, dtype=torch.float32, seed=9)
     maps = layer_maps(model, X, C)
-    assert torch.allclose(maps.centres, model.eval().step(X, C), atol=1e-4)
+    assert torch.allclose(maps.centers, model.eval().step(X, C), atol=1e-4)
 
 
 def test_inspect_step_in_batches_equals_one_batch():

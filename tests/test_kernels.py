@@ -90,13 +90,13 @@ def test_lowest_true_on_strided_masks_and_of_the_limit_labels():
 
 # ------------------------------------------------------------------------------------ the limit model
 THEOREM_OPTIONS = [
-    dict(attention=attention, centre_update=update, self_attention=reset, gamma=gamma)
+    dict(attention=attention, center_update=update, self_attention=reset, gamma=gamma)
     for attention, update, reset, gamma in itertools.product(
         ("euclidean", "dot"), ("linear", "attention"), ("attention", "identity"), (math.inf, 30.0)
     )
 ] + [
-    dict(gamma=30.0, reset_gamma=1e6, centre_update="attention"),
-    dict(gamma=30.0, reset_gamma=1e6, attention="dot", centre_update="attention"),
+    dict(gamma=30.0, reset_gamma=1e6, center_update="attention"),
+    dict(gamma=30.0, reset_gamma=1e6, attention="dot", center_update="attention"),
     dict(gamma=math.inf, reset_gamma=1e12),
 ]
 THEOREM_IDS = ["-".join(f"{v}" for v in o.values()) for o in THEOREM_OPTIONS]
@@ -178,7 +178,7 @@ def test_limit_model_supports_only_fixed_weight_token_passing_models():
 def test_writes_hard_assignment_only_where_the_tokens_hold_lloyds_labels():
     assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3).layer)
     assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer)
-    assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, centre_update="attention").layer)
+    assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, center_update="attention").layer)
     assert not limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer)
     assert not limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, attention="dot").layer)
     assert not limit_model.writes_hard_assignment(KMeansTransformer.from_variant("soft", 2, 3).layer)
@@ -306,7 +306,7 @@ def test_closed_form_only_where_the_maximal_keys_are_the_copies():
 # ------------------------------------------------------------------------------------ CUDA
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("options", [dict(), dict(attention="dot"), dict(gamma=30.0, centre_update="attention")])
+@pytest.mark.parametrize("options", [dict(), dict(attention="dot"), dict(gamma=30.0, center_update="attention")])
 def test_kernels_on_cuda_are_their_formulas(options):
     X, C0 = _tie_free_tasks(8, 60, 3, 4, 5, seed=60)
     X, C0 = X.cuda(), C0.cuda()

@@ -181,7 +181,7 @@ def test_empty_rule_mean_moves_to_the_mean_of_all_points():
     assert res.labels.tolist() == [[0, 0, 0, 1, 1, 1]]
 
 
-def test_empty_rule_keep_leaves_the_centre_in_place():
+def test_empty_rule_keep_leaves_the_center_in_place():
     X, C0 = _crafted()
     res = lloyd(X, C0, 4, empty="keep")
     assert res.n_empty.tolist() == [[1, 1, 1, 1]]

@@ -86,10 +86,10 @@ def test_each_shipped_model_file_of_format_1_loads(path, tmp_path):
 MODELS = {
     "theorem 2.1": lambda: KMeansTransformer.from_theorem(3, 4).to(F64),
     "theorem 2.1, finite gamma": lambda: KMeansTransformer.from_theorem(
-        3, 4, gamma=30.0, centre_update="attention", reset_gamma=1e6
+        3, 4, gamma=30.0, center_update="attention", reset_gamma=1e6
     ).to(F64),
     "theorem 2.1, identity shortcut, float32": lambda: KMeansTransformer.from_theorem(3, 4, self_attention="identity"),
-    "theorem 2.2": lambda: KMeansTransformer.from_theorem(3, 4, attention="dot", centre_update="attention").to(F64),
+    "theorem 2.2": lambda: KMeansTransformer.from_theorem(3, 4, attention="dot", center_update="attention").to(F64),
     "trainable": lambda: KMeansTransformer.trainable(3, 4, generator=3, dtype=F64),
     "trainable, d-only, float32": lambda: KMeansTransformer.trainable(3, 4, embedding="data", gamma=2.5, dropout=0.05),
     "soft": lambda: KMeansTransformer.from_variant("soft", 3, 4, gamma=4.0).to(F64),
@@ -142,14 +142,19 @@ def _write_format_1(path: Path, builder: str, kwargs: dict, state: dict[str, tor
     return path
 
 
+def _old_names(kwargs: dict) -> dict:
+    """The builder options as a format-1 file spells them (``centre_update`` before version 0.2)."""
+    return {("centre_update" if key == "center_update" else key): value for key, value in kwargs.items()}
+
+
 THEOREM_KWARGS = [
-    dict(d=3, k=4, gamma=math.inf, attention="euclidean", centre_update="linear", self_attention="attention",
+    dict(d=3, k=4, gamma=math.inf, attention="euclidean", center_update="linear", self_attention="attention",
          reset_gamma=None),
-    dict(d=3, k=4, gamma=1e4, attention="euclidean", centre_update="linear", self_attention="identity",
+    dict(d=3, k=4, gamma=1e4, attention="euclidean", center_update="linear", self_attention="identity",
          reset_gamma=None),
-    dict(d=3, k=4, gamma=30.0, attention="euclidean", centre_update="attention", self_attention="attention",
+    dict(d=3, k=4, gamma=30.0, attention="euclidean", center_update="attention", self_attention="attention",
          reset_gamma=1e6),
-    dict(d=2, k=3, gamma=math.inf, attention="dot", centre_update="attention", self_attention="attention",
+    dict(d=2, k=3, gamma=math.inf, attention="dot", center_update="attention", self_attention="attention",
          reset_gamma=None),
 ]  # fmt: skip
 
@@ -163,7 +168,7 @@ def test_format_1_theorem_files_load_to_the_same_numbers(kwargs, dtype, tmp_path
     state = {f"layer.blocks.{name}.{m}": W[name][m] for name in BLOCK_NAMES for m in "QKV"}
     if kwargs["attention"] == "dot":
         state.update({"layer.ffn.W1": W["FFN"]["W1"], "layer.ffn.W2": W["FFN"]["W2"]})
-    path = _write_format_1(tmp_path / "old.pt", "from_theorem", kwargs, state)
+    path = _write_format_1(tmp_path / "old.pt", "from_theorem", _old_names(kwargs), state)
     loaded = load_model(path)
     _assert_same_model(loaded, KMeansTransformer.from_theorem(**kwargs).to(dtype))
     for name in BLOCK_NAMES:
@@ -178,9 +183,9 @@ def test_format_1_theorem_file_with_changed_weights_keeps_them(tmp_path):
     W = theorem_weights(2, 3, "euclidean", dtype=F64)
     state = {f"layer.blocks.{name}.{m}": W[name][m].clone() for name in BLOCK_NAMES for m in "QKV"}
     state["layer.blocks.CAC.V"] *= 0.5  # (what a reader of the old model may have saved)
-    kwargs = dict(d=2, k=3, gamma=math.inf, attention="euclidean", centre_update="linear", self_attention="attention",
+    kwargs = dict(d=2, k=3, gamma=math.inf, attention="euclidean", center_update="linear", self_attention="attention",
                   reset_gamma=None)  # fmt: skip
-    loaded = load_model(_write_format_1(tmp_path / "old.pt", "from_theorem", kwargs, state))
+    loaded = load_model(_write_format_1(tmp_path / "old.pt", "from_theorem", _old_names(kwargs), state))
     assert torch.equal(loaded.layer.CAC.value.weight, 0.5 * W["CAC"]["V"])
     X, C0 = _tasks(2, 3)
     with torch.no_grad():

@@ -143,7 +143,7 @@ def test_first_equal_key_for_many_keys_uses_exact_comparison():
 
 @DTYPES
 @pytest.mark.parametrize("n", [7, 33, 64, 129])
-def test_a_duplicated_centre_never_takes_a_point_from_its_first_copy(dtype, n):
+def test_a_duplicated_center_never_takes_a_point_from_its_first_copy(dtype, n):
     # Random (non-dyadic) data: a matrix product may round the two copies' scores differently
     # depending on where they sit in the kernel's tile. The first copy must win everywhere.
     g = torch.Generator().manual_seed(n)

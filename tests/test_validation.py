@@ -52,13 +52,13 @@ def test_init_k_not_an_integer(k):
 
 
 @centers_api
-def test_more_centres_than_points(call):
+def test_more_centers_than_points(call):
     with pytest.raises(ValueError, match=r"number of centres in .*=7 clusters exceed the n=6 points"):
         call(_X(), _C(k=7))
 
 
 @centers_api
-def test_zero_centres(call):
+def test_zero_centers(call):
     with pytest.raises(ValueError, match=r"number of centres in .* must be >= 1"):
         call(_X(), _C(k=0))
 
@@ -93,7 +93,7 @@ def test_2d_points_suggest_unsqueeze(call):
         call(_X()[0])
 
 
-def test_2d_centres():
+def test_2d_centers():
     with pytest.raises(ValueError, match=r"C0 must have shape \(B, k, d\)"):
         lloyd(_X(), _C()[0], 1)
 
@@ -145,7 +145,7 @@ def test_finite_points_whose_sum_overflows_are_accepted():
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
-def test_nonfinite_centres(bad):
+def test_nonfinite_centers(bad):
     C = _C()
     C[0, 2, 1] = bad
     with pytest.raises(ValueError, match=r"C0 contains NaN or inf"):
@@ -169,7 +169,7 @@ def test_non_float_points(dtype):
         lloyd(X, _C(), 1)
 
 
-def test_integer_centres():
+def test_integer_centers():
     with pytest.raises(TypeError, match=r"dtype torch.int64 but X has torch.float64"):
         lloyd(_X(), torch.zeros(2, 3, 2, dtype=torch.int64), 1)
 
@@ -321,7 +321,7 @@ def test_helpers_check_shapes_dtypes_and_types(call):
         call(np.zeros((2, 6, 2)), _C())
 
 
-def test_helpers_allow_more_centres_than_points():
+def test_helpers_allow_more_centers_than_points():
     X, C = _X(n=2), _C(k=5)
     assert kmtlib.nearest_center(X, C).shape == (2, 2)
     assert kmtlib.squared_distances(X, C).shape == (2, 2, 5)

@@ -202,7 +202,7 @@ def test_robust_small_beta_is_lloyd_and_empty_cluster_goes_to_mean():
     assert torch.allclose(out.centers[:, 1, 0], X.mean(dim=1), atol=1e-15)
 
 
-def test_robust_large_beta_freezes_centres_on_data_points():
+def test_robust_large_beta_freezes_centers_on_data_points():
     X, C0 = _tasks(13)
     C = C0 + 0.01  # not data points
     out = KMeansTransformer.from_variant("robust", 2, 4, inv_temperature=1e9).to(F64)(X, C, steps=3)
@@ -287,7 +287,7 @@ def test_kmedoids_equals_reference_draw_for_draw(tau):
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.01, 1.0])
-def test_kmedoids_centres_are_always_data_points(tau):
+def test_kmedoids_centers_are_always_data_points(tau):
     g = torch.Generator().manual_seed(22)
     X = kmtlib.sample_tasks(10, 50, 3, 5, family="cauchy", generator=g, dtype=F64)
     C0 = torch.rand(10, 5, 3, generator=g, dtype=F64) * 3 - 1  # not data points; some clusters empty

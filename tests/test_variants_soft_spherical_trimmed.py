@@ -411,7 +411,7 @@ def _last_bit_by_position(scores: torch.Tensor) -> torch.Tensor:
     ("name", "options"),
     [("soft", {"gamma": math.inf}), ("spherical", {}), ("trimmed", {"q": 0.5}), ("robust", {}), ("kmedoids", {})],
 )
-def test_circuit_assignment_ties_equal_centres_whatever_the_product_rounds(monkeypatch, name, options):
+def test_circuit_assignment_ties_equal_centers_whatever_the_product_rounds(monkeypatch, name, options):
     """Equal centres (e.g. two empty clusters sent to the same point) get bitwise equal scores in
     the hard assignment, wherever they sit, even where the score product rounds by position."""
     import kmtlib.attention as attention
@@ -436,7 +436,7 @@ def test_circuit_assignment_ties_equal_centres_whatever_the_product_rounds(monke
     assert (W[..., 0][picks] == 1 / 3).all()
 
 
-def test_spherical_reference_gives_equal_centres_equal_cosines(monkeypatch):
+def test_spherical_reference_gives_equal_centers_equal_cosines(monkeypatch):
     """The reference's first-maximum rule sends every point of a duplicated centre to its first
     copy, even where the cosine product rounds by position."""
     g = torch.Generator().manual_seed(32)

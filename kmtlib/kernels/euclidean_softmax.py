@@ -85,12 +85,12 @@ class _EuclideanAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scale: float, dropped: torch.Tensor, p: float):
         B, nq, _ = q.shape
-        centre = k.mean(dim=1, keepdim=True)
-        kc = k - centre
+        center = k.mean(dim=1, keepdim=True)
+        kc = k - center
         # Scores up to a per-query constant: [2s q, -s] . [k, |k|^2] = 2s q.k - s|k|^2, one product.
         D = q.shape[-1]
         qa = q.new_empty(B, nq, D + 1)  # (filled in place: no temporary, no concatenation copy)
-        torch.sub(q, centre, out=qa[..., :D]).mul_(2.0 * scale)
+        torch.sub(q, center, out=qa[..., :D]).mul_(2.0 * scale)
         qa[..., D].fill_(-scale)
         ka = torch.cat([kc, (kc * kc).sum(-1, keepdim=True)], dim=-1)
         scores = torch.bmm(qa, ka.transpose(1, 2))  # (B, nq, nk)

@@ -403,14 +403,14 @@ def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: 
     runner = runner_of(model)
     for block in runner.blocks.values():
         block.compile()
-    _, centre_tokens = model.embedding.embed(X[:, :1], C0)
+    _, center_tokens = model.embedding.embed(X[:, :1], C0)
     point_tokens = _point_tokens(model, X)
     trajectory = [C0]
     objectives: list[torch.Tensor] = []
     hard = writes_hard_assignment(model.layer)
     with torch.no_grad():
         for _ in range(steps):
-            point_tokens, centre_tokens = runner.advance_(point_tokens, centre_tokens)
+            point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
             C = trajectory[-1]
             if hard:
                 assignments = model.embedding.assignments(point_tokens)
@@ -419,7 +419,7 @@ def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: 
                 objectives.append(assignment_cost_rows(X, C, center_rows(labels, model.k), runner.scratch))
             else:
                 objectives.append(_kmeans_objective(X, C))
-            trajectory.append(model.embedding.centers(centre_tokens))
+            trajectory.append(model.embedding.centers(center_tokens))
         labels = _nearest_center(X, trajectory[-1])
         objectives.append(assignment_cost(X, trajectory[-1], labels))
     return ClusteringResult(

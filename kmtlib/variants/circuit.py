@@ -53,7 +53,7 @@ from ..layer import BlockConfig, KMeansLayer, LayerConfig
 HARD_RESET = BlockConfig(score="euclidean", map="softmax", gamma=math.inf)
 """Theorem 2.1's reset blocks SAX and SAC (hard self-attention)."""
 
-LINEAR_CENTRE_UPDATE = BlockConfig(score="dot", map="linear")
+LINEAR_CENTER_UPDATE = BlockConfig(score="dot", map="linear")
 """Theorem 2.1's centre block CAC: the normalised linear attention ``y_ij / sum_i' y_i'j``."""
 
 
@@ -77,7 +77,7 @@ def circuit_config(
         tokens="onehot",
         CAX=CAX or BlockConfig(score="euclidean", map="softmax", gamma=math.inf),
         SAX=HARD_RESET,
-        CAC=CAC or LINEAR_CENTRE_UPDATE,
+        CAC=CAC or LINEAR_CENTER_UPDATE,
         SAC=HARD_RESET,
         normalise_data=normalise_data,
         seed=seed,
