@@ -107,7 +107,7 @@ def _step_functions(
     fast, ref = _models(n, d, k, embedding, seed, device=device)
     fast.train()
     ref.train()
-    fast.layer.dropout_generator = torch.Generator(device=device).manual_seed(seed + 2)
+    fast.layer.generator = torch.Generator(device=device).manual_seed(seed + 2)
     opt_fast = torch.optim.Adam(fast.parameters(), lr=LR)
     opt_ref = torch.optim.Adam(ref.parameters(), lr=LR)
     g_fast = torch.Generator(device=device).manual_seed(seed + 3)

@@ -429,9 +429,6 @@ class KMeansLayer(nn.Module):
         for block in self.blocks.values():
             block.generator = generator
 
-    # (the trainable layer's name for it)
-    dropout_generator = generator
-
     @property
     def draws_random_numbers(self) -> bool:
         """Whether a block's attention map is random (Gumbel attention)."""

@@ -7,7 +7,13 @@ import torch
 from ._checks import check_centers, check_choice, check_generator, check_int, check_points
 from ._numerics import times_power_of_two
 from .kernels.scratch import Scratch
-from .objective import assignment_cost_rows, center_rows, nearest_center_t, points_major, range_exponents
+from .objective import (
+    assignment_cost_rows,
+    center_rows,
+    coordinate_major,
+    nearest_center_coordinate_major,
+    range_exponents,
+)
 from .results import ClusteringResult
 
 EMPTY_RULES: tuple[str, ...] = ("mean", "keep", "random")
@@ -150,9 +156,9 @@ def _lloyd(
     overall_mean = X.mean(dim=1, keepdim=True) if empty == "mean" else None
     # every assignment reads the points transposed: lay them out that way once; the large
     # temporaries of every step live in the same scratch memory
-    XT = points_major(X)
+    XT = coordinate_major(X)
     scratch = Scratch()
-    labels = nearest_center_t(XT, C, scratch)
+    labels = nearest_center_coordinate_major(XT, C, scratch)
     for _ in range(steps):
         rows = center_rows(labels, k)
         objective.append(assignment_cost_rows(X, C, rows, scratch))
@@ -161,7 +167,7 @@ def _lloyd(
         n_empty.append(is_empty.sum(dim=1))
         C = fill_empty(means, is_empty, X, C, empty, g, overall_mean)
         centers.append(C)
-        labels = nearest_center_t(XT, C, scratch)
+        labels = nearest_center_coordinate_major(XT, C, scratch)
     objective.append(assignment_cost_rows(X, C, center_rows(labels, k), scratch))
     B = X.shape[0]
     return ClusteringResult(

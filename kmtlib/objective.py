@@ -74,12 +74,12 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 def _nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """:func:`nearest_center` for prepared inputs (checked, in range): no checks, no rescaling."""
-    return nearest_center_t(X.transpose(1, 2), C)
+    return nearest_center_coordinate_major(X.transpose(1, 2), C)
 
 
-def points_major(X: torch.Tensor) -> torch.Tensor:
+def coordinate_major(X: torch.Tensor) -> torch.Tensor:
     """The points (B, n, d) laid out coordinate by coordinate, (B, d, n) contiguous: the operand
-    :func:`nearest_center_t` reads fastest. Worth making once for a loop of many assignments
+    :func:`nearest_center_coordinate_major` reads fastest. Worth making once for a loop of many assignments
     (Lloyd's steps): the product then reads contiguous rows instead of a transposed view."""
     B, n, d = X.shape
     XT = torch.empty(B, d, n, dtype=X.dtype, device=X.device)
@@ -89,9 +89,9 @@ def points_major(X: torch.Tensor) -> torch.Tensor:
     return XT
 
 
-def nearest_center_t(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+def nearest_center_coordinate_major(XT: torch.Tensor, C: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
     """:func:`nearest_center` of the points given transposed, ``XT`` (B, d, n) (any strides; a
-    contiguous one from :func:`points_major` is fastest). Same labels, same ties. ``scratch``
+    contiguous one from :func:`coordinate_major` is fastest). Same labels, same ties. ``scratch``
     (for loops) holds the (B, k, n) temporaries from one call to the next."""
     B, k, _ = C.shape
     n = XT.shape[2]

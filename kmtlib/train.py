@@ -527,7 +527,7 @@ def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[s
     )
     model.train()
     generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
-    model.layer.dropout_generator = generators["dropout"]
+    model.layer.generator = generators["dropout"]
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", factor=config.lr_factor, patience=config.lr_patience

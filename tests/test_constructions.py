@@ -529,7 +529,7 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
                     torch.testing.assert_close(Pt, Pr, rtol=1e-13, atol=1e-13)
                 else:
                     assert torch.equal(model.embedding.assignments(Pt), model.embedding.assignments(Pr))
-    # the model itself is the column-major in-place layer chain (fast), or the formula's chain
+    # the model itself is the coordinate-major in-place layer chain (fast), or the formula's chain
     out = model(X, C0, steps=4)
     chain = paths["formula"] if dense else paths["columns"]
     assert torch.equal(out.centers[:, -1], model.embedding.centers(chain[1]))

@@ -211,10 +211,10 @@ def test_dropout_only_in_train_mode_and_seeded():
         e1, e2 = m.step(X, C0), m.step(X, C0)
     assert torch.equal(e1, e2)
     m.train()
-    m.layer.dropout_generator = torch.Generator().manual_seed(11)
+    m.layer.generator = torch.Generator().manual_seed(11)
     with torch.no_grad():
         t1 = m.step(X, C0)
-    m.layer.dropout_generator = torch.Generator().manual_seed(11)
+    m.layer.generator = torch.Generator().manual_seed(11)
     with torch.no_grad():
         t2 = m.step(X, C0)
         t3 = m.step(X, C0)
@@ -222,7 +222,7 @@ def test_dropout_only_in_train_mode_and_seeded():
     assert not torch.equal(t1, t3) and not torch.equal(t1, e1)
     assert float((t1 - e1).abs().median()) < 0.05  # p = 0.01 moves most outputs a little
     with pytest.raises(TypeError, match=r"generator must be a torch\.Generator"):
-        m.layer.dropout_generator = 3
+        m.layer.generator = 3
 
 
 def test_save_load_round_trip(tmp_path):
