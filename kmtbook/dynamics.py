@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from kmtlib._checks import check_int
 
 from .chapter import find_repo_root
 
@@ -38,6 +37,15 @@ CONFIG_COLUMNS: tuple[str, ...] = ("embedding", "d", "k", "n", "loss_inv_temp")
 """The configuration fields that tell the runs of the sweeps apart (the seed is what varies within one)."""
 TRAIN_COMMAND = "scripts/train_dynamics.sh"
 SHIP_COMMAND = "python scripts/ship_dynamics.py"
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    """``value`` as an int of at least ``minimum``; a bool, a float or a smaller value raises naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
 
 
 def default_logs_dir() -> Path:
@@ -143,7 +151,7 @@ def window_mean(step: Sequence[float], value: Sequence[float], window: int) -> n
         value: the row means (NaN where empty).
         window: window length in steps (>= 1).
     """
-    check_int("window", window, minimum=1)
+    _count("window", window, 1)
     s = np.asarray(step, dtype=float)
     v = np.asarray(value, dtype=float)
     if s.ndim != 1 or s.shape != v.shape:
@@ -175,7 +183,7 @@ def read_logs(runs: pd.DataFrame, *, window: int | None = None, max_step: int | 
     number of steps, so the first S steps of a longer run are an S-step run).
     """
     if max_step is not None:
-        check_int("max_step", max_step, minimum=0)
+        _count("max_step", max_step, 0)
     frames = []
     keep = ["run", "seed", *CONFIG_COLUMNS]
     for record in runs.to_dict("records"):
@@ -209,12 +217,14 @@ def seed_bands(
     data = logs[logs.step > 0] if drop_step0 else logs
     data = data[np.isfinite(data[value].astype(float))]
     grouped = data.groupby(keys, sort=True)[value]
-    out = pd.DataFrame({
-        "median": grouped.median(),
-        "q25": grouped.quantile(0.25),
-        "q75": grouped.quantile(0.75),
-        "seeds": grouped.count(),
-    })
+    out = pd.DataFrame(
+        {
+            "median": grouped.median(),
+            "q25": grouped.quantile(0.25),
+            "q75": grouped.quantile(0.75),
+            "seeds": grouped.count(),
+        }
+    )
     return out.reset_index()
 
 
@@ -230,11 +240,17 @@ def summarise_final(
     """Median, quartiles, min, max and seed count over seeds of each run's last ``value``, per configuration."""
     finals = final_values(logs, value)
     grouped = finals.groupby(list(by), sort=True)[value]
-    return pd.DataFrame({
-        "median": grouped.median(), "q25": grouped.quantile(0.25), "q75": grouped.quantile(0.75),
-        "min": grouped.min(), "max": grouped.max(), "seeds": grouped.count(),
-        "last_step": finals.groupby(list(by), sort=True)["step"].max(),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "median": grouped.median(),
+            "q25": grouped.quantile(0.25),
+            "q75": grouped.quantile(0.75),
+            "min": grouped.min(),
+            "max": grouped.max(),
+            "seeds": grouped.count(),
+            "last_step": finals.groupby(list(by), sort=True)["step"].max(),
+        }
+    ).reset_index()
 
 
 def steps_to_reach(step: Sequence[float], curve: Sequence[float], level: float) -> float:

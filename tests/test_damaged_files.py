@@ -159,7 +159,8 @@ REPAIRABLE = {
     ),
     "checkpoint truncated": (
         lambda f, runs: (f / "last.pt").write_bytes((f / "last.pt").read_bytes()[:2000]),
-        r"last\.pt: not a kmtlib training checkpoint \(truncated.*resuming from the earlier checkpoint .*previous\.pt \(step 15\)",
+        r"last\.pt: not a kmtlib training checkpoint \(truncated.*"
+        r"resuming from the earlier checkpoint .*previous\.pt \(step 15\)",
     ),
     "checkpoint empty": (
         lambda f, runs: (f / "last.pt").write_bytes(b""),
@@ -278,7 +279,8 @@ def test_resume_repairs_a_damaged_folder_and_ends_as_an_uninterrupted_run(runs, 
 REFUSED = {
     "both checkpoints damaged": (
         lambda f, runs: ((f / "last.pt").write_bytes(b""), (f / "previous.pt").write_bytes(b"junk")),
-        r"last\.pt: not a kmtlib training checkpoint \(the file is empty.*previous\.pt: not a kmtlib training checkpoint.*--overwrite",
+        r"last\.pt: not a kmtlib training checkpoint \(the file is empty.*"
+        r"previous\.pt: not a kmtlib training checkpoint.*--overwrite",
     ),
     "checkpoint truncated, no earlier one": (
         lambda f, runs: (
