@@ -180,7 +180,7 @@ ATTENTION_MAPS: dict[str, AttentionMap] = {
 :data:`AttentionMap`). ``"softmax"`` with ``gamma = math.inf`` equals ``"hardmax"``."""
 
 
-def _unnormalised_(
+def unnormalised_weights_(
     name: str, scores: torch.Tensor, gamma: float, owned: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Unnormalised weights ``U`` and normaliser ``Z`` (B, m, 1) with weights ``U / Z``, or

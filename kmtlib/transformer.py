@@ -91,7 +91,13 @@ class KMeansTransformer(nn.Module):
 
     @property
     def reembed(self) -> bool:
+        """Whether the tokens are rebuilt from the current centres before every step (``config.reembed``)."""
         return self.config.reembed
+
+    @reembed.setter
+    def reembed(self, value: bool) -> None:
+        # (the same weights applied the other way: the configuration says so, as saved)
+        self.config = self.layer.config = self.config.replace(reembed=bool(value))
 
     @property
     def fast(self) -> bool:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from .._numerics import tie_equal_keys
-from ..attention import _unnormalised_, by_query_chunks, euclidean_scores
+from ..attention import by_query_chunks, euclidean_scores, unnormalised_weights_
 from ..objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from ..results import ClusteringResult
 from . import closed_form_self_attention, same_map
@@ -270,13 +270,13 @@ class _FastBlock:
         beta = self.config.inverse_temperature
         if self.euclidean and exact:
             scores = euclidean_scores(q, k, query_norm=True, exact=True)
-            U, Z = _unnormalised_(self.map_name, scores, beta)
+            U, Z = unnormalised_weights_(self.map_name, scores, beta)
         else:
             scores, owned = self.scores(q, k)
             if self.ties_need_care(q):
                 tied = tie_equal_keys(scores, k, dim=2)
                 scores, owned = tied, owned or tied is not scores
-            U, Z = _unnormalised_(self.map_name, scores, beta, owned)
+            U, Z = unnormalised_weights_(self.map_name, scores, beta, owned)
         if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK or columns):
             out = U  # U @ I (the centres' one-hot ids as values): no product
         elif v.is_contiguous() and _is_identity(U):
