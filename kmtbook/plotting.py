@@ -49,13 +49,31 @@ def plot_center_trajectories(
     return ax
 
 
-def plot_assignments(ax, X, labels, *, cmap: str = "Set2", max_points: int = 5000, seed: int = 0):
-    """2-D points coloured by their cluster label."""
-    pts, lab = _np(X), _np(labels)
+def cluster_colours(k: int) -> list:
+    """``k`` distinct colours for clusters, none of them grey (grey is the colour of the background
+    points in :func:`plot_center_trajectories`): seaborn's "Set2" without its grey for ``k <= 7``,
+    matplotlib's "tab20" without its greys beyond."""
+    import matplotlib
+
+    set2 = [c for i, c in enumerate(matplotlib.colormaps["Set2"].colors) if i != 7]
+    tab20 = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors) if i not in (14, 15)]
+    palette = set2 if k <= len(set2) else tab20
+    return [palette[j % len(palette)] for j in range(k)]
+
+
+def plot_assignments(ax, X, labels, *, k: int | None = None, max_points: int = 5000, seed: int = 0):
+    """2-D points coloured by their cluster label (one colour per cluster, from :func:`cluster_colours`).
+
+    Args:
+        k: the number of clusters (default: the largest label + 1), so that every cluster keeps its colour.
+    """
+    pts, lab = _np(X), _np(labels).astype(int)
+    n_clusters = int(k if k is not None else lab.max() + 1)
     if pts.shape[0] > max_points:
         keep = np.random.default_rng(seed).choice(pts.shape[0], max_points, replace=False)
         pts, lab = pts[keep], lab[keep]
-    ax.scatter(pts[:, 0], pts[:, 1], c=lab, cmap=cmap, s=3, rasterized=True)
+    colours = np.asarray(cluster_colours(n_clusters))
+    ax.scatter(pts[:, 0], pts[:, 1], c=colours[lab], s=3, rasterized=True)
     ax.set_aspect("equal")
     return ax
 

@@ -56,6 +56,10 @@ def check_02(m: Metrics) -> None:
     for fmt in ("float64", "float32"):
         assert m[f"fig3_{fmt}_exact"] <= m[f"fig3_{fmt}_int_cast"] <= m[f"fig3_{fmt}_near_1e6"] <= m["fig3_n"], fmt
     assert m["fig3_float64_exact"] <= m["fig3_float32_exact"], "float32 underflows sooner"
+    # The figure shows the median draw by Lloyd's final objective (the lower middle one for an even count).
+    draws = m["param_draws"]
+    assert 0 <= m["fig3_featured_draw"] < draws
+    assert m["fig3_draws_settled"] + m["fig3_draws_still_moving"] == draws
     # Soft-max in every block needs a far larger gamma than the authors' model.
     assert m["fig3_full_softmax_gap_1000x"] < m["fig3_full_softmax_gap"]
     assert m["fig3_full_softmax_gap"] > m["fig3_max_gap_f64"]
