@@ -55,8 +55,9 @@ def cluster_colours(k: int) -> list:
     matplotlib's "tab20" without its greys beyond."""
     import matplotlib
 
-    set2 = [c for i, c in enumerate(matplotlib.colormaps["Set2"].colors) if i != 7]
-    tab20 = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors) if i not in (14, 15)]
+    set2_map, tab20_map = matplotlib.colormaps["Set2"], matplotlib.colormaps["tab20"]
+    set2 = [set2_map(i) for i in range(set2_map.N) if i != 7]  # (Set2's last colour is grey)
+    tab20 = [tab20_map(i) for i in range(tab20_map.N) if i not in (14, 15)]  # (tab20's greys)
     palette = set2 if k <= len(set2) else tab20
     return [palette[j % len(palette)] for j in range(k)]
 
