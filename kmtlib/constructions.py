@@ -240,7 +240,7 @@ def theorem_config(
 def load_theorem_weights(layer: KMeansLayer, attention: str = "euclidean") -> KMeansLayer:
     """Write the weights of Theorem 2.1 (``"euclidean"``) or 2.2 (``"dot"``) into ``layer``."""
     c = layer.config
-    weights = theorem_weights(c.d, c.k, attention, dtype=layer.CAX.query.weight.dtype)
+    weights = theorem_weights(c.d, c.k, attention, dtype=layer.CAX.linear_maps()[0].weight.dtype)
     if weights["CAX"]["Q"].shape[0] != c.width:
         raise ValueError(
             f"Theorem {'2.1' if attention == 'euclidean' else '2.2'} needs tokens of width "
@@ -249,7 +249,7 @@ def load_theorem_weights(layer: KMeansLayer, attention: str = "euclidean") -> KM
     with torch.no_grad():
         for name in BLOCK_NAMES:
             block = layer.blocks[name]
-            for role, linear in (("Q", block.query), ("K", block.key), ("V", block.value)):
+            for role, linear in zip("QKV", block.linear_maps()):
                 linear.weight.copy_(weights[name][role])
                 if linear.bias is not None:
                     linear.bias.zero_()

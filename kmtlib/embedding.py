@@ -49,12 +49,12 @@ class OneHotEmbedding(Embedding):
         return self.d + self.k
 
     def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        B, n, _ = X.shape
-        ids = torch.eye(self.k, dtype=C.dtype, device=C.device).expand(B, self.k, self.k)
-        return torch.cat([X, X.new_zeros(B, n, self.k)], dim=-1), torch.cat([C, ids], dim=-1)
+        (B, n, _), k = X.shape, C.shape[1]  # (k of the centres given: a layer of any k reads any)
+        ids = torch.eye(k, dtype=C.dtype, device=C.device).expand(B, k, k)
+        return torch.cat([X, X.new_zeros(B, n, k)], dim=-1), torch.cat([C, ids], dim=-1)
 
     def assignments(self, point_tokens: torch.Tensor) -> torch.Tensor:
-        return point_tokens[..., self.d : self.d + self.k]
+        return point_tokens[..., self.d :]
 
 
 class DataEmbedding(Embedding):

@@ -112,12 +112,13 @@ def block_weights(model: KMeansTransformer) -> dict[str, BlockWeights]:
     def bias(linear: torch.nn.Linear) -> torch.Tensor:
         return f64(linear.bias) if linear.bias is not None else torch.zeros(linear.out_features, dtype=torch.float64)
 
-    return {
-        name: BlockWeights(
-            f64(b.query.weight), f64(b.key.weight), f64(b.value.weight), bias(b.query), bias(b.key), bias(b.value)
+    weights = {}
+    for name, block in model.layer.blocks.items():
+        query, key, value = block.linear_maps()
+        weights[name] = BlockWeights(
+            f64(query.weight), f64(key.weight), f64(value.weight), bias(query), bias(key), bias(value)
         )
-        for name, b in model.layer.blocks.items()
-    }
+    return weights
 
 
 def qk_structure(M: torch.Tensor, d: int) -> dict[str, float]:

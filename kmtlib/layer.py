@@ -38,7 +38,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -47,6 +47,7 @@ from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
 from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
+from .equivariant import EquivariantMap
 
 BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 """The four blocks in the paper's order mu = 1, 2, 3, 4."""
@@ -172,7 +173,7 @@ class BlockConfig:
 
 @dataclass(frozen=True)
 class LayerConfig:
-    """A k-means transformer layer and how the model applies it; saved with the weights.
+    r"""A k-means transformer layer and how the model applies it; saved with the weights.
 
     Attributes:
         d, k: data dimension and number of centres.
@@ -188,6 +189,11 @@ class LayerConfig:
             tokens go from layer to layer (the weight-shared theorem models).
         seed: seed of the layer's random numbers (random maps such as Gumbel attention).
         origin: how the configuration was made, e.g. ``"from_theorem(d=2, k=5)"`` (for display).
+        any_k: the query, key and value maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s,
+            which commute with every renumbering of the clusters and read tokens of any number of
+            clusters: the model then runs on centres of any k (``k`` is the number it was built
+            around, which sets the token width of its temperature ``1/sqrt(D)``); ``tokens`` must
+            be ``"onehot"``.
     """
 
     d: int
@@ -204,6 +210,7 @@ class LayerConfig:
     reembed: bool = False
     seed: int = 0
     origin: str = ""
+    any_k: bool = False
 
     @property
     def width(self) -> int:
@@ -219,6 +226,8 @@ class LayerConfig:
         check_int("k", self.k, minimum=1)
         check_choice("tokens", self.tokens, tuple(TOKENS))
         check_int("seed", self.seed, minimum=0)
+        if self.any_k and self.tokens != "onehot":
+            raise ValueError(f"a layer for any number of clusters reads one-hot tokens, not {self.tokens!r}")
         for name, block in self.blocks.items():
             if not isinstance(block, BlockConfig):
                 raise TypeError(f"block {name} must be a BlockConfig, got {type(block).__name__}")
@@ -267,6 +276,14 @@ def affine_map(width: int, bias: bool, trainable: bool) -> nn.Linear:
     return linear
 
 
+def token_map(config: LayerConfig) -> nn.Module:
+    """A query, key or value map of the layer: ``nn.Linear`` over tokens of width D, or for a layer
+    of any k the :class:`~kmtlib.equivariant.EquivariantMap` (uninitialised)."""
+    if config.any_k:
+        return EquivariantMap(config.d, trainable=config.trainable)
+    return affine_map(config.width, config.bias, config.trainable)
+
+
 def normalise_data(tokens: torch.Tensor, d: int) -> torch.Tensor:
     """Tokens with their first ``d`` coordinates scaled to unit Euclidean norm (zero stays zero,
     the rule of faiss' renormalisation); the other coordinates are left alone."""
@@ -280,21 +297,25 @@ class AttentionBlock(nn.Module):
     """``A(Z, Z') = map_gamma(score(Q(Z), K(Z'))) V(Z')`` with affine maps ``query``, ``key``,
     ``value`` (``nn.Linear``) and the score and map of its :class:`BlockConfig`."""
 
-    def __init__(
-        self, name: str, config: BlockConfig, *, width: int, d: int, clusters: int, bias: bool, trainable: bool
-    ) -> None:
+    def __init__(self, name: str, config: BlockConfig, layer: LayerConfig) -> None:
         super().__init__()
         self.name, self.config = name, config.validated(name)
-        self.d, self.clusters = d, clusters
-        self.query = affine_map(width, bias, trainable)
-        self.key = affine_map(width, bias, trainable)
-        self.value = affine_map(width, bias, trainable)
+        self.d, self.clusters = layer.d, layer.k
+        self.query, self.key, self.value = token_map(layer), token_map(layer), token_map(layer)
         self.fast = True
         self.generator: torch.Generator | None = None  # dropout and random maps (None: global RNG)
 
     @property
     def self_attention(self) -> bool:
         return self.name in SELF_ATTENTION_BLOCKS
+
+    def linear_maps(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+        """``(query, key, value)`` as the ``nn.Linear`` maps of a layer of one k (their ``.weight``
+        are the paper's Q, K, V); a layer of any k has equivariant maps instead (TypeError)."""
+        maps = (self.query, self.key, self.value)
+        if not all(isinstance(m, nn.Linear) for m in maps):
+            raise TypeError(f"block {self.name} of a layer for any k has equivariant maps, not D x D matrices")
+        return cast(tuple[nn.Linear, nn.Linear, nn.Linear], maps)
 
     def extra_repr(self) -> str:
         c = self.config
@@ -380,11 +401,7 @@ class KMeansLayer(nn.Module):
         self.config = config.validated()
         c = self.config
         for name, block in c.blocks.items():
-            setattr(
-                self,
-                name,
-                AttentionBlock(name, block, width=c.width, d=c.d, clusters=c.k, bias=c.bias, trainable=c.trainable),
-            )
+            setattr(self, name, AttentionBlock(name, block, c))
         self.ffn = FeedForward(c.width, 2 * c.d, c.trainable) if c.ffn else None
         self.manual_seed(c.seed)
 

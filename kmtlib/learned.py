@@ -36,8 +36,10 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
+from .equivariant import EquivariantMap
 from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, where the trainable layer's readers look)
     euclidean_attention,
     explicit_euclidean_attention,
@@ -52,10 +54,14 @@ EMBEDDINGS: tuple[str, ...] = ("onehot", "data")
 
 
 def trainable_config(
-    d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01
+    d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01, any_k: bool = False
 ) -> LayerConfig:
-    """Four blocks of learned affine maps with Euclidean soft-max at inverse temperature
-    ``gamma / sqrt(D)`` and attention dropout, re-embedded before every step."""
+    r"""Four blocks of learned affine maps with Euclidean soft-max at inverse temperature
+    ``gamma / sqrt(D)`` and attention dropout, re-embedded before every step; with ``any_k`` the
+    maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s, and the layer reads any number of
+    clusters (``k`` then only sets D in the temperature)."""
+    if not isinstance(any_k, bool):
+        raise TypeError(f"any_k must be True or False, got {any_k!r}")
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     embedding = OLD_TOKEN_NAMES.get(embedding, embedding) if isinstance(embedding, str) else embedding
@@ -77,8 +83,9 @@ def trainable_config(
         SAC=block,
         bias=True,
         trainable=True,
-        reembed=True,
-        origin=f"trainable(d={d}, k={k}, embedding={embedding!r}, gamma={gamma}, dropout={float(dropout)})",
+        reembed=True, any_k=any_k,
+        origin=f"trainable(d={d}, k={k}, embedding={embedding!r}, gamma={gamma}, dropout={float(dropout)}"
+        + (", any_k=True)" if any_k else ")"),
     ).validated()
 
 
@@ -90,6 +97,10 @@ def init_trainable_weights(layer: KMeansLayer, generator: torch.Generator | None
         for name in BLOCK_NAMES:
             block = layer.blocks[name]
             for linear in (block.query, block.key, block.value):
+                if isinstance(linear, EquivariantMap):  # (the fan-in of the dense map it stands for)
+                    linear.reset_parameters(layer.config.width, generator)
+                    continue
+                assert isinstance(linear, nn.Linear)
                 bound = 1.0 / math.sqrt(linear.in_features)
                 linear.weight.uniform_(-bound, bound, generator=generator)
                 if linear.bias is not None:
@@ -105,6 +116,7 @@ def build_trainable_model(
     gamma: float = 1.0,
     dropout: float = 0.01,
     fast: bool = True,
+    any_k: bool = False,
     generator: torch.Generator | int | None = None,
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
@@ -120,13 +132,15 @@ def build_trainable_model(
         gamma: attention inverse temperature (> 0); the scores are -gamma ||q-k||^2 / sqrt(D).
         dropout: dropout rate on every attention matrix, in [0, 1); active only in ``train()``
             mode (see the module docstring for why).
+        any_k: one layer for any number of clusters (:func:`trainable_config`): the model then
+            runs on centres ``C0`` of any k.
         fast: the model's kernel switch (``model.fast``): True uses the hand-written Euclidean
             soft-max kernel, False the formula (cdist + soft-max; dropout from the global RNG).
         generator: a ``torch.Generator`` or an integer seed for the initial weights (None: the
             global RNG, so ``torch.manual_seed`` makes the initialisation deterministic).
         dtype, device: where the weights live (default float32, CPU).
     """
-    config = trainable_config(d, k, embedding, gamma, dropout)
+    config = trainable_config(d, k, embedding, gamma, dropout, any_k)
     if not isinstance(fast, bool):
         raise TypeError(f"fast must be True or False, got {fast!r}")
     if generator is not None and not isinstance(generator, torch.Generator):

@@ -134,6 +134,22 @@ class TrainConfig:
     lr_patience: int = 5
     device: str = "cpu"
     dtype: str = "float32"
+    k_min: int = 0
+    k_max: int = 0
+    k_held_out: str = ""
+
+    @property
+    def mixed_k(self) -> bool:
+        """One layer for any number of clusters: every batch draws its own k (``k_max > 0``)."""
+        return self.k_max > 0
+
+    def training_ks(self) -> list[int]:
+        """The numbers of clusters the training draws from: ``k_min..k_max`` without the held-out
+        ones (``[k]`` for a run at one k)."""
+        if not self.mixed_k:
+            return [self.k]
+        held = set(_parse_ks(self.k_held_out))
+        return [k for k in range(self.k_min, self.k_max + 1) if k not in held]
 
     def validated(self) -> TrainConfig:
         """Check every field; return self (raises ``ValueError``/``TypeError`` naming the field)."""
@@ -153,6 +169,25 @@ class TrainConfig:
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         resolve_device(self.device)
+        check_int("k_min", self.k_min, minimum=0)
+        check_int("k_max", self.k_max, minimum=0)
+        if not isinstance(self.k_held_out, str):
+            raise TypeError(f"k_held_out must be a comma-separated string of integers, got {self.k_held_out!r}")
+        held = _parse_ks(self.k_held_out)
+        if self.mixed_k:
+            if self.embedding != "onehot":
+                raise ValueError("a layer for any number of clusters needs embedding='onehot'")
+            if not 1 <= self.k_min <= self.k_max <= self.n:
+                raise ValueError(
+                    f"need 1 <= k_min <= k_max <= n, got k_min={self.k_min}, k_max={self.k_max}, n={self.n}"
+                )
+            outside = [k for k in held if not self.k_min <= k <= self.k_max]
+            if outside:
+                raise ValueError(f"k_held_out {outside} lie outside k_min..k_max = {self.k_min}..{self.k_max}")
+            if not self.training_ks():
+                raise ValueError("k_held_out leaves no number of clusters to train at")
+        elif self.k_min or held:
+            raise ValueError("k_min and k_held_out need k_max > 0 (a run for any number of clusters)")
         return self
 
     @classmethod
@@ -165,6 +200,15 @@ class TrainConfig:
 
 
 # ------------------------------------------------------------------------------------ helpers
+def _parse_ks(text: str) -> list[int]:
+    """``"5,9, 13"`` -> ``[5, 9, 13]``; ``""`` -> ``[]`` (a ValueError names a part that is not an integer)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        raise ValueError(f"k_held_out must list integers separated by commas, got {text!r}") from None
+
+
 def tune_malloc(threshold: int = 1 << 30) -> bool:
     """Keep large buffers on glibc's heap instead of fresh ``mmap`` pages (Linux/glibc only).
 
@@ -222,6 +266,29 @@ def make_validation_set(
     return X, C0, reference
 
 
+def make_validation_batches(
+    config: TrainConfig, device: str | torch.device | None = None
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The run's validation tasks as ``(X, C0, reference)`` groups: one group of all
+    :func:`make_validation_set` tasks at one k; for a run of any k one batch per group, the
+    training numbers of clusters in turn (held-out ones never: checkpoints are chosen at the
+    training k only), each with its own Lloyd reference."""
+    config = config.validated()
+    if not config.mixed_k:
+        return [make_validation_set(config, device)]
+    device = resolve_device(config.device if device is None else device)
+    dtype = _DTYPES[config.dtype]
+    seeds = derive_seeds(config.seed)
+    g, g_lloyd = _generator(seeds["validation"], device), _generator(seeds["lloyd"], device)
+    ks, groups = config.training_ks(), []
+    for i in range(config.val_batches):
+        k = ks[i % len(ks)]
+        X = _sample(config, g, device, dtype, k)
+        C0 = init_centers(X, k, "random", generator=g)
+        groups.append((X, C0, lloyd(X, C0, 1, empty="random", generator=g_lloyd).objective[:, 1]))
+    return groups
+
+
 @torch.no_grad()
 def validation_metrics(
     model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, reference: torch.Tensor, batch: int = 32
@@ -242,6 +309,29 @@ def validation_metrics(
     return float((objective / reference).mean()), float(objective.log().mean())
 
 
+def _validate(
+    model: KMeansTransformer, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], batch: int
+) -> tuple[float, float]:
+    """:func:`validation_metrics` over the tasks of all groups (means over every task)."""
+    if len(groups) == 1:
+        return validation_metrics(model, *groups[0], batch)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            rel, logs = [], []
+            for X, C0, reference in groups:
+                objective = torch.cat(
+                    [_kmeans_objective(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
+                     for i in range(0, X.shape[0], batch)]
+                )  # fmt: skip
+                rel.append(objective / reference)
+                logs.append(objective.log())
+    finally:
+        model.train(was_training)
+    return float(torch.cat(rel).mean()), float(torch.cat(logs).mean())
+
+
 def _rng_states(generators: dict[str, torch.Generator], device: torch.device) -> dict[str, torch.Tensor]:
     states = {name: g.get_state() for name, g in generators.items()}
     states["torch_global"] = torch.get_rng_state()
@@ -250,11 +340,13 @@ def _rng_states(generators: dict[str, torch.Generator], device: torch.device) ->
     return states
 
 
-def _sample(config: TrainConfig, g: torch.Generator | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """One batch of training or validation tasks (B, n, d) of the run's distribution."""
-    X = sample_tasks(
-        config.batch, config.n, config.d, config.k, config.family, config.scale, g, device=device, dtype=dtype
-    )
+def _sample(
+    config: TrainConfig, g: torch.Generator | None, device: torch.device, dtype: torch.dtype, k: int | None = None
+) -> torch.Tensor:
+    """One batch of training or validation tasks (B, n, d) of the run's distribution (mixtures of
+    ``k`` components; default the run's k)."""
+    k = config.k if k is None else k
+    X = sample_tasks(config.batch, config.n, config.d, k, config.family, config.scale, g, device=device, dtype=dtype)
     assert isinstance(X, torch.Tensor)  # (without return_mixture: the points alone)
     return X
 
@@ -523,7 +615,7 @@ class _TrainingState:
 def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> _TrainingState:
     model = KMeansTransformer.trainable(
         config.d, config.k, embedding=config.embedding, gamma=config.gamma, dropout=config.dropout,
-        generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
+        any_k=config.mixed_k, generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
     )
     model.train()
     generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
@@ -947,7 +1039,8 @@ def _train_locked(
     else:
         state = point.state
     model, optimizer, scheduler, generators = state.model, state.optimizer, state.scheduler, state.generators
-    X_val, C_val, ref_val = make_validation_set(config, device)
+    validation = make_validation_batches(config, device)
+    training_ks = config.training_ks()
 
     best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
     step, wall_before = 0, 0.0
@@ -975,7 +1068,7 @@ def _train_locked(
 
     def evaluate_and_checkpoint(window_loss: float | None, lr_used: float) -> dict[str, Any]:
         nonlocal best, best_state, log_text
-        rel, logobj = validation_metrics(model, X_val, C_val, ref_val, config.batch)
+        rel, logobj = _validate(model, validation, config.batch)
         if step > 0:
             scheduler.step(rel)
         row = {
@@ -1049,8 +1142,11 @@ def _train_locked(
                 status = "stopped"
                 break
             g = generators["train"]
-            X = _sample(config, g, device, dtype)
-            C0 = init_centers(X, config.k, "random", generator=g)
+            k = config.k
+            if config.mixed_k:  # (drawn from the training stream: a run of one k draws nothing here)
+                k = training_ks[int(torch.randint(len(training_ks), (), generator=g, device=device))]
+            X = _sample(config, g, device, dtype, k)
+            C0 = init_centers(X, k, "random", generator=g)
             loss = _smoothed_objective(X, model.step(X, C0), config.loss_inv_temp).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -1217,6 +1313,18 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true",
         help="delete the run already in OUT (log, checkpoints, models, manifest) and start again; without "
         "--resume or --overwrite an OUT that holds a run is refused",
+    )
+    p.add_argument(
+        "--k-min", type=int, default=d.k_min, dest="k_min",
+        help="a layer for any number of clusters: the smallest k a batch may draw (with --k-max)",
+    )
+    p.add_argument(
+        "--k-max", type=int, default=d.k_max, dest="k_max",
+        help="a layer for any number of clusters: the largest k a batch may draw (0: every task has --k clusters)",
+    )
+    p.add_argument(
+        "--k-held-out", default=d.k_held_out, dest="k_held_out",
+        help="numbers of clusters in k-min..k-max never trained at, e.g. 5,9,13 (default none)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     return p

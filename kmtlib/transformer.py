@@ -116,10 +116,10 @@ class KMeansTransformer(nn.Module):
         check_centers(C0, X)
         if X.shape[-1] != self.d:
             raise ValueError(f"the model is built for d={self.d} but X has d={X.shape[-1]}")
-        if C0.shape[1] != self.k:
+        if C0.shape[1] != self.k and not self.config.any_k:
             raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
         # the tokens hold the data in its own scale: their squares must stay in the dtype's range
-        check_square_range(X, C0, self.width, "the k-means transformer")
+        check_square_range(X, C0, self.d + C0.shape[1] if self.config.any_k else self.width, "the k-means transformer")
         for p in self.parameters():
             if p.dtype != X.dtype:
                 raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")

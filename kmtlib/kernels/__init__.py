@@ -50,7 +50,9 @@ def closed_form_self_attention(block: AttentionBlock) -> bool:
     ``[x; -1/2]`` and keys ``[x; ||x||^2]`` (``q.k = -||x - x'||^2 / 2`` plus a constant per
     query). Fixed weights only: a learning layer's copies need not carry equal values."""
     c = block.config
-    if not (block.self_attention and c.is_hard) or block.query.weight.requires_grad:
+    if not (block.self_attention and c.is_hard) or not isinstance(block.query, torch.nn.Linear):
+        return False
+    if not isinstance(block.key, torch.nn.Linear) or block.query.weight.requires_grad:
         return False
     if c.score == "euclidean":
         return same_map(block.query, block.key)

@@ -61,7 +61,7 @@ def supports(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> boo
     tokens going from layer to layer, linear maps without bias, blocks of Euclidean or dot
     scores with soft-max, hard or linear maps."""
     c = model.config
-    if c.reembed or c.normalise_data or c.bias or c.tokens == "data":
+    if c.reembed or c.normalise_data or c.bias or c.any_k or c.tokens == "data":
         return False
     if torch.is_grad_enabled() and (
         X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())
@@ -98,19 +98,19 @@ def writes_hard_assignment(layer: KMeansLayer) -> bool:
     cax, sax = layer.CAX, layer.SAX
     if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
         return False
-    exact_reset = sax.config.identity or (
-        sax.config.is_hard and sax.config.score == "euclidean" and same_map(sax.query, sax.key)
-    )
+    if c.any_k:
+        return False
+    (q_a, k_a, v_a), (q_s, k_s, v_s) = cax.linear_maps(), sax.linear_maps()
+    exact_reset = sax.config.identity or (sax.config.is_hard and sax.config.score == "euclidean" and same_map(q_s, k_s))
     if not exact_reset:
         return False
     D, d = c.width, c.d
-    W = cax.query.weight
-    data, ids = _selector(D, 0, d, 1.0, W), _selector(D, d, D, 1.0, W)
+    data, ids = _selector(D, 0, d, 1.0, q_a.weight), _selector(D, d, D, 1.0, q_a.weight)
     return (
-        torch.equal(cax.query.weight, data)
-        and torch.equal(cax.key.weight, data)
-        and torch.equal(cax.value.weight, ids)
-        and torch.equal(sax.value.weight, -ids)
+        torch.equal(q_a.weight, data)
+        and torch.equal(k_a.weight, data)
+        and torch.equal(v_a.weight, ids)
+        and torch.equal(v_s.weight, -ids)
     )
 
 
@@ -209,7 +209,7 @@ class _FastBlock:
         """Compile the block's weights as they are now (once per forward pass, so that a weight
         changed between calls is seen)."""
         with torch.inference_mode(False):
-            Q, K, V = (w.detach() for w in (self.block.query.weight, self.block.key.weight, self.block.value.weight))
+            Q, K, V = (linear.weight.detach() for linear in self.block.linear_maps())
             score_rows = sorted(set(_nonzero_rows(Q)) | set(_nonzero_rows(K)))
             self.plan_value = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
 

@@ -90,10 +90,11 @@ def load_circuit_weights(layer: KMeansLayer) -> KMeansLayer:
     medoid cost) reads them through the identity (its score picks the coordinates it needs)."""
     load_theorem_weights(layer, "euclidean")
     if layer.CAC.config.score not in ("dot", "euclidean"):
-        eye = torch.eye(layer.config.width, dtype=layer.CAC.query.weight.dtype)
+        query, key, _ = layer.CAC.linear_maps()
+        eye = torch.eye(layer.config.width, dtype=query.weight.dtype)
         with torch.no_grad():
-            layer.CAC.query.weight.copy_(eye)
-            layer.CAC.key.weight.copy_(eye)
+            query.weight.copy_(eye)
+            key.weight.copy_(eye)
     return layer
 
 

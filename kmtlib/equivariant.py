@@ -1,0 +1,102 @@
+"""Affine maps of tokens that do not care how many clusters there are, nor how they are numbered.
+
+A token of the k-means transformer is ``z = [x; y]``: ``d`` data coordinates ``x`` and ``k``
+cluster coordinates ``y`` (a point's assignment, a centre's one-hot id). Renumbering the clusters
+permutes ``y`` and nothing else, so a layer that clusters the same way under every numbering
+needs query, key and value maps ``f`` with ``f([x; P y]) = [x'; P y']`` for every permutation
+``P``. The most general affine map with that property is (``s = 1.y``, the sum of the cluster
+coordinates; ``1`` the all-ones vector of length k)::
+
+    x' = A x + s u + beta
+    y' = a y + (b s + v.x + beta_0) 1
+
+with a ``d x d`` matrix ``A``, vectors ``u``, ``v``, ``beta`` of length ``d`` and four numbers
+``a``, ``b``, ``beta_0`` -- none of which depends on ``k``, so one set of weights reads tokens of
+any number of clusters. As a ``(d + k) x (d + k)`` matrix ``W`` acting on column tokens
+(:meth:`EquivariantMap.dense`)::
+
+    W = [[A,      u 1^T        ],
+         [1 v^T,  a I + b 1 1^T]],     bias = [beta; beta_0 1].
+
+Theorem 2.1's weights lie in this family (its id blocks are 0 or plus or minus the identity:
+``a = +-1``, ``b = u = v = 0``), so exact Lloyd stays expressible at every k.
+:meth:`EquivariantMap.from_linear` is the average of a ``d + k`` wide linear map over all ``k!``
+renumberings (the projection onto the family), which chapter 12 applies to the layer trained at
+k = 10 to see what the symmetry costs it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class EquivariantMap(nn.Module):
+    """``z = [x; y] -> [A x + s u + beta; a y + (b s + v.x + beta_0) 1]`` with ``s = sum(y)``
+    (module documentation): a map for tokens with ``d`` data coordinates and any number of
+    cluster coordinates."""
+
+    def __init__(self, d: int, trainable: bool = True) -> None:
+        super().__init__()
+        self.d = d
+        self.A = nn.Parameter(torch.empty(d, d), requires_grad=trainable)
+        self.u = nn.Parameter(torch.empty(d), requires_grad=trainable)
+        self.v = nn.Parameter(torch.empty(d), requires_grad=trainable)
+        self.a = nn.Parameter(torch.empty(()), requires_grad=trainable)
+        self.b = nn.Parameter(torch.empty(()), requires_grad=trainable)
+        self.beta = nn.Parameter(torch.empty(d), requires_grad=trainable)
+        self.beta_0 = nn.Parameter(torch.empty(()), requires_grad=trainable)
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}, clusters=any"
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        x, y = z[..., : self.d], z[..., self.d :]
+        s = y.sum(-1, keepdim=True)
+        x_out = x @ self.A.T + s * self.u + self.beta
+        y_out = self.a * y + (self.b * s + x @ self.v.unsqueeze(-1) + self.beta_0)
+        return torch.cat([x_out, y_out], dim=-1)
+
+    @torch.no_grad()
+    def reset_parameters(self, fan_in: int, generator: torch.Generator | None = None) -> None:
+        """Uniform on ``(-1/sqrt(fan_in), 1/sqrt(fan_in))``, as ``nn.Linear`` initialises a map of
+        that fan-in, drawn in the order A, u, v, a, b, beta, beta_0."""
+        bound = 1.0 / math.sqrt(fan_in)
+        for p in (self.A, self.u, self.v, self.a, self.b, self.beta, self.beta_0):
+            p.uniform_(-bound, bound, generator=generator)
+
+    def dense(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(d + k) x (d + k)`` weight matrix and the bias of this map for ``k`` clusters (acting
+        on row tokens as ``z @ W.T + bias``, as ``nn.Linear`` stores its weights)."""
+        ones = self.A.new_ones(k)
+        top = torch.cat([self.A, torch.outer(self.u, ones)], dim=1)
+        bottom = torch.cat([torch.outer(ones, self.v), self.a * torch.eye(k, dtype=self.A.dtype, device=self.A.device)
+                            + self.b * torch.outer(ones, ones)], dim=1)  # fmt: skip
+        return torch.cat([top, bottom], dim=0), torch.cat([self.beta, self.beta_0 * ones])
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear, d: int) -> EquivariantMap:
+        """The average of ``linear`` (width ``d + k``) over all renumberings of its ``k`` cluster
+        coordinates: the data block is kept, each block that reads or writes cluster coordinates
+        is replaced by its mean over them (the diagonal and the off-diagonal of the cluster block
+        separately), as the average over all ``k!`` permutations gives."""
+        W = linear.weight.detach()
+        k = W.shape[0] - d
+        if k < 1 or W.shape[1] != d + k:
+            raise ValueError(f"a map of width {W.shape[1]} has no cluster coordinates after d={d} data coordinates")
+        out = cls(d, trainable=False).to(W.dtype)
+        ids = W[d:, d:]
+        diagonal = ids.diagonal().mean()
+        off = (ids.sum() - ids.diagonal().sum()) / (k * k - k) if k > 1 else ids.new_zeros(())
+        out.A.copy_(W[:d, :d])
+        out.u.copy_(W[:d, d:].mean(dim=1))
+        out.v.copy_(W[d:, :d].mean(dim=0))
+        out.a.copy_(diagonal - off)
+        out.b.copy_(off)
+        bias = linear.bias.detach() if linear.bias is not None else W.new_zeros(d + k)
+        out.beta.copy_(bias[:d])
+        out.beta_0.copy_(bias[d:].mean())
+        return out
