@@ -140,6 +140,7 @@ def check_06(m: Metrics) -> None:
     assert m["none_t20"] > m["onehot_t20"]
     assert m["none_rel_objective_t1"] > m["onehot_rel_objective_t1"]
     assert m["onehot_t20"] < m["lloyd_t20"]
+    assert m["gap_lloyd_minus_onehot_t20"] > 0 and m["gap_none_minus_lloyd_t20"] == m["none_t20"] - m["lloyd_t20"]
     # From the training logs: the width-d layer never beats one Lloyd step, the width-(d+k) layer does.
     assert all(r > 1 for r in m["none_final_val_rel_objective"])
     assert all(r < 1 for r in m["onehot_final_val_rel_objective"])
