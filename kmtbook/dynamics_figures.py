@@ -18,6 +18,8 @@ from .plotting import plot_band
 
 WIDTH = {"onehot": "$d_{emb}=d+k$", "none": "$d_{emb}=d$"}
 """The token width of each embedding, as the legends name it."""
+PAPER_STEPS = 10_000
+"""The length of the paper's training runs (its Figs. 9 and 10 show 10 000 steps)."""
 COLOUR = {"onehot": "C0", "none": "C1"}
 """The colour of each embedding in every figure of the chapter."""
 
@@ -82,8 +84,10 @@ def sweep_figure(
     fixed, field, values = sweep
     fig, axes = plt.subplots(2, len(values), figsize=(3.2 * len(values), 6.4), sharex=True, sharey="row", squeeze=False)
     counts = {}
+    longest = 0
     for col, value in enumerate(values):
         sel = logs[(logs[field] == value) & np.logical_and.reduce([logs[f] == v for f, v in fixed.items()])]
+        longest = max(longest, int(sel.step.max()) if len(sel) else 0)
         counts[value] = draw_bands(axes[0, col], axes[1, col], sel)
         t = panel_title(value)
         gone = diverged[
@@ -99,6 +103,6 @@ def sweep_figure(
             axes[0, col].legend(fontsize=7, loc="upper right")
     axes[0, 0].set_ylabel(f"training loss\n(mean of {window} steps)")
     axes[1, 0].set_ylabel("relative validation\nobjective")
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(f"{title}\n{longest:,} training steps per run shown (the paper: {PAPER_STEPS:,})", fontsize=11)
     fig.tight_layout()
     return fig, counts

@@ -165,6 +165,8 @@ def check_07(m: Metrics) -> None:
 
 
 def check_08(m: Metrics) -> None:
+    # The shortened sweeps say how short they are (the prose reads these numbers).
+    assert 1 <= m["sweep_max_seeds"] <= 10 and m["sweep_share_of_paper"] == m["sweep_length"] / 10_000
     assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
     assert set(m["figures"]) == {"fig-dynamics-main", "fig-dynamics-temperature-d4", "fig-dynamics-temperature-d32",
                                  "fig-dynamics-k", "fig-dynamics-d", "fig-dynamics-live"}
