@@ -6,15 +6,21 @@ has, so a new chapter needs no registration anywhere:
 * **Offline maths.** MathJax 3 is served from the book's own ``_static/mathjax/`` (copied from the
   ``django-static-mathjax`` wheel), so pages render formulas without a network.
 * **Rerun box.** Every page with a cell tagged ``parameters`` gets a "Rerun this chapter" box
-  right after its opening admonition: the exact papermill command with the values that built the
-  page, and the parameter table exactly as ``papermill --help-notebook`` prints it (generated
-  from the notebook at build time, never written by hand).
+  right after its opening admonition: the chapter's parameters as a table (name, type and bounds,
+  meaning, the value under each profile), read from the parameters cell (papermill's inspection)
+  and the chapter's spec (:mod:`kmtbook.chapter_specs`), and the exact papermill command with the
+  values that built the page (generated at build time, never written by hand).
+* **Citations.** The directive ``book-citation`` prints the book's BibTeX (version, commit and
+  address of this build, :mod:`kmtbook.citation`), ``figure-citation <label>`` the citation of
+  one figure; a line "Cite this figure" goes under every labelled figure and "Cite this page" at
+  the end of every page; ``CITATION.cff`` of the build is written beside the HTML. The address is
+  ``html_baseurl``, replaced by ``$KMT_BOOK_URL`` when that is set (at publish time).
 * **Executed notebook download.** Each chapter page offers the executed ``.ipynb`` (the one the
   build ran, ``parameters`` tag kept) through the theme's download button.
 * **Figure register.** Every labelled figure is collected with its chapter-qualified number and
   caption; its PNG and PDF are published under stable names, ``figures/<label>.png`` and
   ``figures/<label>.pdf`` at the root of the HTML output. The directive ``figure-list`` renders
-  the register as a table.
+  the register as a table, with the paper figure each one reproduces (:mod:`kmtbook.paper_figures`).
 * **Data-aware execution cache.** A chapter whose shipped ``data/<name>`` folders changed since
   the last build runs again, although its code did not change (:mod:`kmtbook.execution_cache`).
 * **Numbers from the build.** The role ``{metric}`05_training:main_model_t20:.2f``` stands for a
@@ -30,10 +36,8 @@ has, so a new chapter needs no registration anywhere:
 from __future__ import annotations
 
 import ast
-import contextlib
 import importlib.metadata
 import importlib.util
-import io
 import json
 import os
 import platform
@@ -41,7 +45,6 @@ import posixpath
 import re
 import shlex
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from .chapter import find_repo_root, parse_describe
+from .citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
+from .paper_figures import REPRODUCES
 
 logger = logging.getLogger(__name__)
 
@@ -70,14 +75,17 @@ def _skip(self, node):  # pragma: no cover - placeholders are replaced before wr
     raise nodes.SkipNode
 
 
-def _placeholder_directive(kind: str) -> type[Directive]:
+def _placeholder_directive(kind: str, argument: bool = False) -> type[Directive]:
     class _Directive(Directive):
         has_content = False
+        required_arguments = 1 if argument else 0
 
         def run(self):
             env = self.state.document.settings.env
             env.kmt_aggregate_docs = getattr(env, "kmt_aggregate_docs", set()) | {env.docname}
-            return [kmt_placeholder(kind=kind)]
+            node = kmt_placeholder(kind=kind, argument=self.arguments[0] if argument else "")
+            node.source, node.line = self.state_machine.get_source_and_line(self.lineno)
+            return [node]
 
     _Directive.__name__ = f"{kind.title().replace('-', '')}Directive"
     return _Directive
@@ -253,6 +261,9 @@ def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
             if rel and "://" not in rel and not rel.startswith("data:"):
                 shown = os.path.normpath(os.path.join(app.srcdir, rel))
         figures.append({"label": label, "caption": caption.astext() if caption is not None else "", "image": shown})
+        if label not in REPRODUCES:
+            logger.warning(f"kmt: figure {label} has no entry in kmtbook.paper_figures.REPRODUCES (the paper figure "
+                           "it reproduces, or BEYOND)", type="kmt", subtype="figure", location=fig)
     run = None
     for block in doctree.findall(nodes.literal_block):
         run = parse_describe(block.astext())
@@ -340,30 +351,6 @@ def _source_notebook(app: Sphinx, docname: str):
     return path, nb
 
 
-def _help_notebook_text(nb, filename: str) -> str:
-    """What ``papermill --help-notebook <filename>`` prints for ``nb`` (papermill's own function)."""
-    import click
-    import nbformat
-    from papermill.cli import papermill as papermill_cli
-    from papermill.inspection import display_notebook_help
-
-    with tempfile.TemporaryDirectory() as tmp:
-        nbformat.write(nb, Path(tmp) / filename)
-        out = io.StringIO()
-        old = os.getcwd()
-        try:
-            os.chdir(tmp)
-            ctx = click.Context(papermill_cli, info_name="papermill")
-            with contextlib.redirect_stdout(out):
-                display_notebook_help(ctx, filename, {})
-        finally:
-            os.chdir(old)
-    text = out.getvalue()
-    # The usage line depends on how click was invoked; the parameter list starts after it.
-    start = text.find("Parameters inferred for notebook")
-    return (text[start:] if start >= 0 else text).rstrip()
-
-
 def _literal(value: Any) -> Any:
     try:
         return ast.literal_eval(value)
@@ -407,6 +394,110 @@ def downloaded_notebook_command(stem: str) -> str:
     return f"papermill {stem}.ipynb {stem}-out.ipynb -p profile quick -p seed 1"
 
 
+_FROM_PROFILE = re.compile(r"[;,]?\s*0(?:\.0)? means:? take it from the (?:chosen )?profile\.?\s*$")
+
+
+def _meaning(help_text: str) -> str:
+    """A parameter's comment without the clause every size repeats (the table says it once)."""
+    return _FROM_PROFILE.sub("", help_text or "").strip()
+
+
+def _bounds_text(parameter) -> str:
+    """The bounds of a chapter parameter as a reader writes them (``≥ 1``, ``≤ example_n``)."""
+    parts = []
+    for sign, bound in (("\u2265", parameter.minimum), ("\u2264", parameter.maximum)):
+        if isinstance(bound, (int, float, str)) and not isinstance(bound, bool):
+            parts.append(f"{sign} {bound:g}" if isinstance(bound, float) else f"{sign} {bound}")
+        elif bound is not None:
+            parts.append("bounded by other parameters")
+    if parameter.multiple_of:
+        parts.append(f"a multiple of {parameter.multiple_of}")
+    if parameter.choices:
+        parts.append("one of " + ", ".join(map(str, parameter.choices)))
+    return ", ".join(parts)
+
+
+def _value_text(value: Any) -> str:
+    """A value as ``-p NAME VALUE`` takes it (an empty string shown as ``""``)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if value == "":
+        return '""'
+    return str(value)
+
+
+def parameter_rows(nb, stem: str) -> tuple[list[dict[str, Any]], bool | None]:
+    """Each parameter of a chapter: name, type (with its bounds), meaning and its value under each
+    profile, read from the notebook's ``parameters`` cell (papermill's inspection: names, types,
+    comments) and the chapter's spec in :mod:`kmtbook.chapter_specs` (values per profile, bounds).
+    Also whether the ``paper`` profile sets every size as ``book`` does (None: the chapter has no
+    size)."""
+    import papermill as pm
+
+    from .chapter_specs import SPECS
+    from .parameters import COMMON, PROFILES
+
+    spec = SPECS.get(stem)
+    declared = pm.inspect_notebook(nb)
+    rows = []
+    for name, info in declared.items():
+        parameter = (spec.parameters.get(name) if spec else None) or COMMON.get(name)
+        default = _literal(info["default"])
+        if name == "profile":
+            values = list(PROFILES)
+        elif parameter is not None and parameter.profiles is not None:
+            values = [parameter.profiles[p] for p in PROFILES]
+        else:
+            values = [default] * len(PROFILES)
+        kind = info.get("inferred_type_name") or type(default).__name__
+        bounds = _bounds_text(parameter) if parameter is not None and name != "profile" else ""
+        rows.append({"name": name, "type": kind + (f", {bounds}" if bounds else ""),
+                     "meaning": _meaning(info.get("help", "")), "values": values,
+                     "size": parameter is not None and parameter.profiles is not None})
+    sizes = [row for row in rows if row["size"]]
+    paper_is_book = all(row["values"][1] == row["values"][2] for row in sizes) if sizes else None
+    return rows, paper_is_book
+
+
+def _parameter_table(rows: list[dict[str, Any]], built_with: str | None) -> nodes.table:
+    """The parameters as a table; neighbouring profiles that share a value share one cell."""
+    from .parameters import PROFILES
+
+    headers = ["parameter", "type", "meaning", *(f"{p} (this page)" if p == built_with else p for p in PROFILES)]
+    table = nodes.table(classes=["kmt-table", "kmt-parameters", "colwidths-given"])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for width in (20, 11, 36, 11, 11, 11):
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for header in headers:
+        row += nodes.entry("", nodes.paragraph(text=header))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for item in rows:
+        row = nodes.row()
+        row += nodes.entry("", nodes.paragraph("", "", nodes.literal(text=item["name"])))
+        row += nodes.entry("", nodes.paragraph(text=item["type"]))
+        row += nodes.entry("", nodes.paragraph(text=item["meaning"]))
+        values = item["values"]
+        i = 0
+        while i < len(values):
+            j = i
+            while j + 1 < len(values) and values[j + 1] == values[i] and item["name"] != "profile":
+                j += 1
+            para = nodes.paragraph("", "", nodes.literal(text=_value_text(values[i])))
+            if j > i:
+                para += nodes.Text(" (every profile)" if j - i + 1 == len(values)
+                                   else f" ({' = '.join(PROFILES[i:j + 1])})")
+            row += nodes.entry("", para, morecols=j - i) if j > i else nodes.entry("", para)
+            i = j + 1
+        body += row
+    return table
+
+
 def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
     _path, nb = _source_notebook(app, docname)
     stem = Path(docname).name
@@ -414,26 +505,33 @@ def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
     if app.config.kmt_chapter_suffix:
         shown_source = posixpath.splitext(shown_source)[0] + app.config.kmt_chapter_suffix
     command = rerun_command(shown_source, rerun_values(nb))
-    help_text = _help_notebook_text(nb, f"{stem}.ipynb")
+    rows, paper_is_book = parameter_rows(nb, stem)
 
-    box = nodes.admonition(classes=[RERUN_CLASS, "dropdown", "note"])
+    box = nodes.admonition(classes=[RERUN_CLASS, "note"])
     box += nodes.title(text="Rerun this chapter")
     built = ""
     if run:
-        built = f" It was computed with profile {run['profile']} on device {run['device']} with seed {run['seed']}."
+        built = (f" This page was computed with profile {run['profile']} on device {run['device']} "
+                 f"with seed {run['seed']}.")
     box += nodes.paragraph(text=(
-        "This page is a notebook run at build time." + built + " To run it again, from a clone of the "
-        "repository with the project installed (pip install -e \".[book,test]\"), use papermill; "
-        "the command below repeats the values that built this page, change any of them with -p NAME VALUE. "
-        "A size left at 0 takes the value of the profile."))
+        "The parameters of this chapter, from its parameters cell and its profiles. A size left at 0 in the "
+        "parameters cell takes the value of the chosen profile (the last three columns); a cell that spans "
+        "profiles holds the value they share." + built))
+    box += _parameter_table(rows, run["profile"] if run else None)
+    if paper_is_book:
+        box += nodes.paragraph(text=(
+            "In this chapter the paper profile sets every size to the same value as the book profile: "
+            "the two profiles differ only in name."))
+    box += nodes.paragraph(text=(
+        "To run it again, from a clone of the repository with the project installed "
+        "(pip install -e \".[book,test]\"), use papermill; the command repeats the values that built this page, "
+        "change any of them with -p NAME VALUE."))
     box += nodes.literal_block(command, command, language="bash", classes=["kmt-command"])
     box += nodes.paragraph(text=(
         f"The executed notebook of this page ({stem}.ipynb, from the download button at the top) "
-        "runs under papermill as it is, for example:"))
+        "runs under papermill as it is (papermill --help-notebook lists the same parameters), for example:"))
     example = downloaded_notebook_command(stem)
     box += nodes.literal_block(example, example, language="bash", classes=["kmt-command"])
-    box += nodes.paragraph(text=f"Its parameters, as papermill --help-notebook {stem}.ipynb prints them:")
-    box += nodes.literal_block(help_text, help_text, language="text")
     return box
 
 
@@ -601,6 +699,175 @@ def _chapters(app: Sphinx) -> list[str]:
     return sorted(pages, key=lambda d: (order.get(d, len(order)), d))
 
 
+# --------------------------------------------------------------------------- citations
+
+
+def _set_book_url(app: Sphinx, config) -> None:
+    """The book's address is ``html_baseurl``; at publish time ``$KMT_BOOK_URL`` takes its place."""
+    url = os.environ.get(BOOK_URL_VARIABLE, "").strip()
+    if url:
+        config.html_baseurl = url
+
+
+def _citation(app: Sphinx) -> BookCitation:
+    """How this build is cited (read once per build; see :mod:`kmtbook.citation`)."""
+    citation = getattr(app, "kmt_citation", None)
+    if citation is None:
+        import kmtlib
+
+        citation = read_citation(find_repo_root(Path(app.srcdir)), kmtlib.__version__, app.config.html_baseurl,
+                                 os.environ)
+        setattr(app, "kmt_citation", citation)  # noqa: B010 - Sphinx declares no such attribute
+    return citation
+
+
+def _doc_named(app: Sphinx, stem: str) -> str | None:
+    return next((doc for doc in sorted(app.env.found_docs) if posixpath.basename(doc) == stem), None)
+
+
+def _locator(app: Sphinx, docname: str) -> str:
+    """How a citation names a page: "Chapter 5, Training ..." or the title of an unnumbered page."""
+    title = _page_info(app.env).get(docname, {}).get("title") or docname
+    number = app.env.toc_secnumbers.get(docname, {}).get("")
+    return f"Chapter {'.'.join(map(str, number))}, {title}" if number else title
+
+
+def _file_link(app: Sphinx, fromdoc: str, target: str, citation: BookCitation) -> nodes.reference:
+    """A link to a file of the book (``figures/<label>.png``): its address when the book has one."""
+    address = citation.address(target)
+    if address:
+        return _link(address, address, internal=False)
+    return _link(target, _relative(app, fromdoc, target))
+
+
+def _figure_citation(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.paragraph:
+    """The line under a figure: chapter-qualified number, label, files and the BibTeX key."""
+    citation = _citation(app)
+    label = figure["label"]
+    number = _figure_number(app, docname, label)
+    chapter = _locator(app, docname).split(",")[0]
+    png, pdf = _figure_files(app, docname, figure)
+    para = nodes.paragraph(classes=["kmt-cite-figure"])
+    para += nodes.strong(text="Cite this figure: ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}, "
+                       f"{chapter}, {number} ({label}). File: ")
+    para += _file_link(app, fromdoc, _figure_target(app, label, ".png"), citation) if png is not None \
+        else nodes.Text("(no file in this build)")
+    if pdf is not None:
+        para += nodes.Text(" (vector: ")
+        para += _file_link(app, fromdoc, _figure_target(app, label, ".pdf"), citation)
+        para += nodes.Text(")")
+    para += nodes.Text(". BibTeX: ")
+    para += nodes.literal(text=f"\\cite[{number}]{{{citation.key}}}")
+    cite_doc = _doc_named(app, "cite")
+    if cite_doc is not None:
+        para += nodes.Text(" with the book's entry (")
+        para += _link("How to cite", app.builder.get_relative_uri(fromdoc, cite_doc))
+        para += nodes.Text(")")
+    para += nodes.Text(".")
+    return para
+
+
+def _page_citation(app: Sphinx, docname: str) -> nodes.paragraph:
+    """The line at the end of every page: how to cite the page, with version, commit and address."""
+    citation = _citation(app)
+    path = app.builder.get_target_uri(docname)
+    para = nodes.paragraph(classes=["kmt-cite-page"])
+    para += nodes.strong(text="Cite this page: ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}). {citation.title}, {citation.build_text()}. "
+                       f"{_locator(app, docname)}. ")
+    address = citation.address(path)
+    para += _link(address, address, internal=False) if address else nodes.Text(f"{path} in the book's HTML")
+    para += nodes.Text(f". BibTeX key {citation.key}")
+    cite_doc = _doc_named(app, "cite")
+    if cite_doc is not None and cite_doc != docname:
+        para += nodes.Text(" (")
+        para += _link("How to cite", app.builder.get_relative_uri(docname, cite_doc))
+        para += nodes.Text(")")
+    para += nodes.Text(".")
+    return para
+
+
+def _add_citations(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    page = _page_info(app.env).get(docname)
+    if page is None or app.builder.format != "html":
+        return
+    by_label = {f["label"]: f for f in page["figures"]}
+    for fig in list(doctree.findall(nodes.figure)):
+        label = next((i for i in fig["ids"] if i in by_label), None)
+        if label is not None:
+            fig.parent.insert(fig.parent.index(fig) + 1, _figure_citation(app, docname, docname, by_label[label]))
+    section = doctree.next_node(nodes.section)
+    (section if section is not None else doctree).append(_page_citation(app, docname))
+
+
+def _book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:
+    """The BibTeX entry of this build, with what it was read from."""
+    citation = _citation(app)
+    para = nodes.paragraph()
+    para += nodes.Text(f"This build of the book: {citation.build_text(full=True)}; ")
+    if citation.url:
+        para += nodes.Text("published at ")
+        para += _link(citation.url, citation.url, internal=False)
+    else:
+        para += nodes.Text("no published address (html_baseurl is not set), so the citations name pages and "
+                           "files by their path in the book's HTML")
+    para += nodes.Text(". The same in machine-readable form: ")
+    para += _link("CITATION.cff of this build", _relative(app, fromdoc, "CITATION.cff"))
+    para += nodes.Text(".")
+    bibtex = citation.bibtex()
+    return [para, nodes.literal_block(bibtex, bibtex, language="bibtex")]
+
+
+def _caption_title(caption: str) -> str:
+    """The first clause of a caption, as the title of a figure's BibTeX entry."""
+    caption = " ".join(caption.split())
+    first = caption
+    for match in re.finditer(r"[.:;] ", caption):
+        word = caption[:match.start()].rsplit(" ", 1)[-1]
+        if match.group(0) != ". " or not re.fullmatch(r"(?:Figs?|Eqs?|Thm|Tab|No|cf|vs|e\.g|i\.e|[A-Z])", word):
+            first = caption[:match.start()]
+            break
+    first = first.rstrip(".")
+    return first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " ..."
+
+
+def _figure_citation_example(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:
+    """How to cite one figure of this build: the line and a BibTeX entry of its own."""
+    label = node["argument"]
+    citation = _citation(app)
+    for docname in _chapters(app):
+        figure = next((f for f in _page_info(app.env)[docname]["figures"] if f["label"] == label), None)
+        if figure is None:
+            continue
+        number = _figure_number(app, docname, label)
+        page = app.builder.get_target_uri(docname) + f"#{label}"
+        quote = nodes.block_quote()
+        line = nodes.paragraph()
+        line += nodes.Text(citation.reference(f"{_locator(app, docname)}, {number} ({label})", page)[:-1])
+        line += nodes.Text("; file ")
+        line += _file_link(app, fromdoc, _figure_target(app, label, ".pdf"), citation)
+        line += nodes.Text(".")
+        quote += line
+        bibtex = citation.figure_bibtex(label, number, _locator(app, docname).split(",")[0],
+                                        _caption_title(figure["caption"]), _figure_target(app, label, ".pdf"))
+        return [quote, nodes.paragraph(text="or in BibTeX:"), nodes.literal_block(bibtex, bibtex, language="bibtex")]
+    logger.warning(f"kmt: figure-citation names {label}, which is no figure of this build", type="kmt",
+                   subtype="figure", location=node)
+    return [nodes.paragraph(text=f"(The figure {label} is not in this build.)")]
+
+
+def _write_cff(app: Sphinx) -> None:
+    """CITATION.cff at the root of the HTML: the repository's, with this build's version, commit and address."""
+    import yaml
+
+    citation = _citation(app)
+    data = citation.cff(read_cff(find_repo_root(Path(app.srcdir))))
+    header = (f"# CITATION.cff of this build of the book ({citation.build_text(full=True)}), written by "
+              "kmtbook.sphinx_ext from the repository's CITATION.cff.\n")
+    (Path(app.outdir) / "CITATION.cff").write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -688,10 +955,11 @@ def _figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
             cell = [number, label, chapter]
             if page.get("run"):
                 cell.append(nodes.paragraph(text=f"{page['run']['profile']} profile, seed {page['run']['seed']}"))
-            rows.append([cell, figure["caption"], files or ["(no file)"]])
+            reproduces = REPRODUCES.get(figure["label"], "(not stated)")
+            rows.append([cell, reproduces, figure["caption"], files or ["(no file)"]])
     if not rows:
         return nodes.paragraph(text="No labelled figures in this build.")
-    return _table(["figure", "caption", "files"], rows, [25, 63, 12], classes=("kmt-figures",))
+    return _table(["figure", "reproduces", "caption", "files"], rows, [22, 12, 54, 12], classes=("kmt-figures",))
 
 
 def _runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
@@ -769,16 +1037,27 @@ def _environment_table(app: Sphinx, fromdoc: str) -> nodes.Node:
 
 def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     makers = {"figures": _figures_table, "runs": _runs_table, "environment": _environment_table}
+    many = {"citation": _book_citation, "figure-citation": _figure_citation_example}
     for node in list(doctree.findall(kmt_placeholder)):
-        node.replace_self(makers[node["kind"]](app, docname))
+        kind = node["kind"]
+        node.replace_self(many[kind](app, docname, node) if kind in many else makers[kind](app, docname))
     _fill_metrics(app, doctree, docname)
+    _add_citations(app, doctree, docname)
 
 
 CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
 .kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
-table.kmt-figures td:nth-child(2) { min-width: 20em; }
+table.kmt-figures td:nth-child(3) { min-width: 20em; }
+/* the parameters of a chapter: every cell wraps, so that the table fits the content column */
+.kmt-rerun table.kmt-parameters { width: 100%; table-layout: fixed; font-size: 0.85em; }
+.kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td {
+  vertical-align: top; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
+.kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
+  white-space: normal; overflow-wrap: anywhere; }
+p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
+p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """
 
 
@@ -797,6 +1076,7 @@ def _build_finished(app: Sphinx, exception) -> None:
     _copy_mathjax(app)
     _copy_figures(app)
     _write_downloads(app)
+    _write_cff(app)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -811,6 +1091,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("figure-list", _placeholder_directive("figures"))
     app.add_directive("chapter-runs", _placeholder_directive("runs"))
     app.add_directive("build-environment", _placeholder_directive("environment"))
+    app.add_directive("book-citation", _placeholder_directive("citation"))
+    app.add_directive("figure-citation", _placeholder_directive("figure-citation", argument=True))
+    app.connect("config-inited", _set_book_url)
     app.connect("config-inited", _use_local_mathjax)
     app.connect("builder-inited", _write_css)
     app.connect("doctree-read", _doctree_read, priority=600)

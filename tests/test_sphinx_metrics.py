@@ -72,3 +72,76 @@ def test_a_number_that_is_not_there_fails_the_build(tmp_path, case, needle):
     proc = _build(src)
     assert proc.returncode != 0
     assert needle in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------- citations and the register
+
+
+def test_the_published_address_comes_from_one_place(tmp_path, monkeypatch):
+    """Without an address the page's citation names its path; with KMT_BOOK_URL (set at publish time)
+    every citation and the build's CITATION.cff carry that address."""
+    import yaml
+
+    import kmtlib
+
+    src = _project(tmp_path, "Value: {metric}`01_demo:gap`.", {"gap": 0.1})
+    monkeypatch.delenv("KMT_BOOK_URL", raising=False)
+    proc = _build(src)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "html" / "01_demo.html").read_text()
+    assert "Cite this page:" in page and "01_demo.html in the book" in page
+    assert f"version {kmtlib.__version__}" in page and "http" not in page.split("Cite this page:")[1].split("</p>")[0]
+    cff = yaml.safe_load((tmp_path / "html" / "CITATION.cff").read_text())
+    assert cff["version"] == kmtlib.__version__ and "url" not in cff
+
+    monkeypatch.setenv("KMT_BOOK_URL", "https://readers.invalid/kmt-book")
+    proc = _build(src)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "html" / "01_demo.html").read_text()
+    assert 'href="https://readers.invalid/kmt-book/01_demo.html"' in page
+    cff = yaml.safe_load((tmp_path / "html" / "CITATION.cff").read_text())
+    assert cff["url"] == "https://readers.invalid/kmt-book/"
+
+
+def test_a_citation_outside_a_git_checkout_names_no_commit(tmp_path):
+    from kmtbook.citation import read_citation
+
+    (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
+    citation = read_citation(tmp_path, "9.9.9", None, {})
+    assert citation.commit is None and citation.url is None and citation.title == "A book"
+    assert "no commit recorded" in citation.build_text()
+    assert "url" not in citation.bibtex() and "9.9.9" in citation.bibtex()
+    assert citation.where("figures/fig-x.png") == "figures/fig-x.png in the book's HTML"
+
+
+def test_every_figure_says_what_it_reproduces():
+    """kmtbook.paper_figures.REPRODUCES names every labelled figure of the chapters, and no other."""
+    import re
+
+    from kmtbook.paper_figures import REPRODUCES
+
+    book = Path(__file__).resolve().parent.parent / "book"
+    labels = {label for path in book.glob("[0-9]*.md")
+              for label in re.findall(r"name:\s*(fig-[\w-]+)", path.read_text())}
+    missing = sorted(labels - set(REPRODUCES))
+    assert not missing, f"add these figures to kmtbook/paper_figures.py: {missing}"
+    assert not set(REPRODUCES) - labels, f"no such figures in the book: {sorted(set(REPRODUCES) - labels)}"
+
+
+def test_the_parameter_table_reads_the_cell_and_the_profiles():
+    import jupytext
+
+    from kmtbook.chapter_specs import SPECS
+    from kmtbook.sphinx_ext import parameter_rows
+
+    book = Path(__file__).resolve().parent.parent / "book"
+    rows, paper_is_book = parameter_rows(jupytext.read(book / "05_training.md"), "05_training")
+    by_name = {row["name"]: row for row in rows}
+    assert list(by_name)[:4] == ["device", "seed", "profile", "output_dir"]
+    assert by_name["n_tasks"]["values"] == [SPECS["05_training"].parameters["n_tasks"].profiles[p]
+                                            for p in ("quick", "book", "paper")]
+    assert "take it from the profile" not in by_name["n_tasks"]["meaning"] and by_name["n_tasks"]["meaning"]
+    assert by_name["device"]["values"] == ["auto"] * 3 and by_name["live_k"]["type"].startswith("int, ≥ 1, ≤ live_n")
+    assert paper_is_book is True
+    _, paper_is_book = parameter_rows(jupytext.read(book / "01_kmeans_and_lloyd.md"), "01_kmeans_and_lloyd")
+    assert paper_is_book is False

@@ -1,0 +1,178 @@
+"""How the built book is cited: its version, the commit it was built from and its address.
+
+Every citation the book prints (the BibTeX of the "How to cite" page, the line under each figure,
+the line at the end of each page, the ``CITATION.cff`` published beside the HTML) comes from one
+:class:`BookCitation`, read at build time by :func:`read_citation`:
+
+* **title and authors** from the repository's ``CITATION.cff``;
+* **version** from ``kmtlib.__version__`` (the package the chapters ran with);
+* **commit** from ``git rev-parse HEAD`` in the repository, and whether tracked files had
+  uncommitted changes; outside a git checkout there is no commit, and the citations say so;
+* **year** from the commit's date (the build's date outside a git checkout);
+* **address** of the published book from Sphinx's ``html_baseurl`` (``html.baseurl`` in
+  ``_config.yml``), which the environment variable ``KMT_BOOK_URL`` replaces at publish time (the
+  workflow in ``.github/workflows/book.yml`` sets it to the address GitHub Pages gives). Without an
+  address, citations name pages and files by their path in the book, never by an invented address;
+* **repository** from GitHub Actions' own variables (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``)
+  when the book is built there, else none.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BOOK_URL_VARIABLE = "KMT_BOOK_URL"
+"""The environment variable that sets the book's address at publish time (over ``html_baseurl``)."""
+
+
+@dataclass(frozen=True)
+class BookCitation:
+    """What a citation of this build of the book says."""
+
+    title: str
+    authors: str
+    version: str
+    year: str
+    commit: str | None = None  # the full hash, or None outside a git checkout
+    modified: bool = False  # tracked files differed from the commit when the book was built
+    url: str | None = None  # the book's address, ending in "/", or None when not published
+    repository: str | None = None  # the repository's address, when known
+
+    @property
+    def key(self) -> str:
+        """The BibTeX key of the book."""
+        return f"kmtbook{self.year}"
+
+    @property
+    def short_commit(self) -> str | None:
+        return self.commit[:12] if self.commit else None
+
+    def build_text(self, full: bool = False) -> str:
+        """``version 0.1.0, commit 6ec360e0a137`` (the full hash with ``full``), noting local changes."""
+        commit = self.commit if full else self.short_commit
+        if commit is None:
+            return f"version {self.version} (no commit recorded: built outside a git checkout)"
+        changes = " with uncommitted changes" if self.modified else ""
+        return f"version {self.version}, commit {commit}{changes}"
+
+    def address(self, path: str) -> str | None:
+        """The published address of ``path`` (relative to the root of the HTML), if the book has one."""
+        return self.url + path.lstrip("/") if self.url else None
+
+    def where(self, path: str) -> str:
+        """The address of ``path``, or without one its path in the book's HTML."""
+        return self.address(path) or f"{path} in the book's HTML"
+
+    def reference(self, locator: str, path: str) -> str:
+        """A one-line reference to a part of the book: ``locator`` (e.g. "Chapter 5, Fig. 5.5") at ``path``."""
+        return (f"{self.authors} ({self.year}). {self.title}, {self.build_text()}. {locator}. {self.where(path)}.")
+
+    def bibtex(self) -> str:
+        """The BibTeX entry of the book."""
+        fields = [
+            ("title", _bibtex_title(self.title)),
+            ("author", "{" + self.authors + "}"),  # a group, not a person's name
+            ("year", self.year),
+            ("version", self.version),
+            ("note", self.note()),
+        ]
+        if self.url:
+            fields += [("howpublished", "\\url{" + self.url + "}"), ("url", self.url)]
+        return _bibtex_entry("misc", self.key, fields)
+
+    def note(self) -> str:
+        """The BibTeX note: version and full commit, and the source code's address when known."""
+        source = f"; source code \\url{{{self.repository}}}" if self.repository else ""
+        return _capital(self.build_text(full=True)) + source
+
+    def figure_bibtex(self, label: str, number: str, chapter: str, caption_title: str, files: str) -> str:
+        """A BibTeX entry for one figure, for a bibliography that lists figures separately."""
+        where = self.address(files) or files
+        fields = [
+            ("title", f"{caption_title} ({number}, {label})"),
+            ("author", "{" + self.authors + "}"),  # a group, not a person's name
+            ("year", self.year),
+            ("howpublished", f"{_bibtex_title(self.title)}, {chapter}"),
+            ("note", self.note() + "; file " + (f"\\url{{{where}}}" if self.url else where)),
+        ]
+        return _bibtex_entry("misc", f"{self.key}{re.sub(r'[^a-z0-9]', '', label)}", fields)
+
+    def cff(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """The repository's CITATION.cff (``base``) completed with what this build knows."""
+        data = dict(base)
+        data["version"] = self.version
+        if self.commit:
+            data["commit"] = self.commit
+        if self.url:
+            data["url"] = self.url
+        if self.repository:
+            data["repository-code"] = self.repository
+        return data
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _bibtex_title(title: str) -> str:
+    """A title for BibTeX: 'quoted' parts in TeX quotes, the book's name kept as written."""
+    title = re.sub(r"['\"]([^'\"]+)['\"]", r"``\1''", title)
+    return title.replace("kmt-book", "{kmt-book}", 1)
+
+
+def _bibtex_entry(kind: str, key: str, fields: list[tuple[str, str]]) -> str:
+    width = max(len(name) for name, _ in fields)
+    body = ",\n".join(f"  {name.ljust(width)} = {{{value}}}" for name, value in fields)
+    return f"@{kind}{{{key},\n{body}\n}}"
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _authors(cff: Mapping[str, Any]) -> str:
+    names = []
+    for person in cff.get("authors") or []:
+        if "name" in person:
+            names.append(str(person["name"]))
+        else:
+            names.append(" ".join(str(person[k]) for k in ("given-names", "family-names") if person.get(k)))
+    return " and ".join(names) or "kmt-book contributors"
+
+
+def read_cff(root: Path) -> dict[str, Any]:
+    """The repository's CITATION.cff as a mapping (empty if there is none)."""
+    path = root / "CITATION.cff"
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def read_citation(root: Path, version: str, url: str | None, environ: Mapping[str, str]) -> BookCitation:
+    """The citation of the book built from the repository at ``root`` with ``kmtlib`` ``version``,
+    published at ``url`` (``html_baseurl``; ``KMT_BOOK_URL`` in ``environ`` takes its place)."""
+    cff = read_cff(root)
+    commit = _git(root, "rev-parse", "--verify", "HEAD")
+    modified = bool(_git(root, "status", "--porcelain", "--untracked-files=no")) if commit else False
+    date = _git(root, "show", "-s", "--format=%cs", "HEAD") if commit else None
+    year = (date or datetime.date.today().isoformat())[:4]
+    address = (environ.get(BOOK_URL_VARIABLE) or url or "").strip() or None
+    if address and not address.endswith("/"):
+        address += "/"
+    repository = None
+    if environ.get("GITHUB_SERVER_URL") and environ.get("GITHUB_REPOSITORY"):
+        repository = f"{environ['GITHUB_SERVER_URL'].rstrip('/')}/{environ['GITHUB_REPOSITORY']}"
+    return BookCitation(title=str(cff.get("title") or "kmt-book"), authors=_authors(cff), version=version,
+                        year=year, commit=commit or None, modified=modified, url=address, repository=repository)

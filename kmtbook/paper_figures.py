@@ -1,0 +1,66 @@
+"""Which figure or table of the paper each figure of the book reproduces: the one place that says so.
+
+The figures page (``{figure-list}`` of :mod:`kmtbook.sphinx_ext`) shows it in its column
+"reproduces"; a labelled figure of the book without an entry here is a build warning (an error
+under ``-W``), so that a new figure is placed on purpose. Figure numbers are the paper's (arXiv
+2506.19125); where the sources do not fix a number, the entry says so rather than guess.
+"""
+
+from __future__ import annotations
+
+BEYOND = "beyond the paper"
+"""A figure with no counterpart in the paper (a baseline, a check, a measurement of this book)."""
+
+REPRODUCES: dict[str, str] = {
+    # 01: the task generator, Lloyd's algorithm and its seeding
+    "fig-task-families": BEYOND,
+    "fig-lloyd-trajectory": BEYOND,
+    "fig-seeding": BEYOND,
+    # 02: Theorem 2.1
+    "fig-theorem21-weights": BEYOND,
+    "fig-empty-and-tie": BEYOND,
+    "fig-numerical-validation": "Fig. 3",
+    # 03: finite temperature
+    "fig-gamma-sweep": "the parameter-sweep heat maps (probably Fig. 8; the number is not certain)",
+    "fig-gap-vs-gamma": BEYOND,
+    # 04: Theorem 2.2
+    "fig-theorem22-weights": BEYOND,
+    "fig-dot-validation": BEYOND,
+    # 05: training, the main result
+    "fig-smoothed-bound": BEYOND,
+    "fig-live-training": BEYOND,
+    "fig-live-multistep": BEYOND,
+    "fig-shipped-training": BEYOND,
+    "fig-main-result": "Fig. 4a",
+    # 06: tokens of width d
+    "fig-ablation-multistep": "Fig. 4b",
+    "fig-ablation-training": BEYOND,
+    # 07: generalisation
+    "fig-generalization-kmeanspp": "Fig. 4c",
+    "fig-generalization-n": "Fig. 4d",
+    "fig-generalization-families": "Fig. 11",
+    # 08: training dynamics (the sweeps on shortened runs)
+    "fig-dynamics-main": BEYOND,
+    "fig-dynamics-temperature-d4": "Fig. 9a, on shorter runs",
+    "fig-dynamics-temperature-d32": "Fig. 9b, on shorter runs",
+    "fig-dynamics-k": "Fig. 10a, on shorter runs",
+    "fig-dynamics-d": "Fig. 10b, on shorter runs",
+    "fig-dynamics-live": BEYOND,
+    # 09: inside the learned layer
+    "fig-inside-weights": "Fig. 5",
+    "fig-inside-attention": "Fig. 6",
+    "fig-inside-softness": BEYOND,
+    "fig-inside-moves": BEYOND,
+    "fig-inside-gain": BEYOND,
+    # 10: the circuit variants (the paper names them; it prints no numbers or figures of them)
+    "fig-variant-soft": BEYOND,
+    "fig-variant-spherical": BEYOND,
+    "fig-variant-trimmed": BEYOND,
+    "fig-variant-robust": BEYOND,
+    "fig-variant-kmedoids": BEYOND,
+    "fig-variant-comparison": BEYOND,
+    # 11: speed and memory
+    "fig-perf-training-sweeps": BEYOND,
+    "fig-perf-lloyd": BEYOND,
+}
+"""Figure label -> the paper's figure or table it reproduces, or :data:`BEYOND`."""
