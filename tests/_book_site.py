@@ -211,6 +211,44 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
       return !!prev && /in this chapter/i.test((prev.querySelector('.admonition-title') || {}).textContent || '');
     })(),
     notebookDownload: [...document.querySelectorAll('a[href$=".ipynb"]')].map(a => a.href),
+    mainText: (document.querySelector('main') || document.body).innerText,
+    pageCite: [...document.querySelectorAll('.kmt-cite-page')].map(p => p.innerText),
+    figureCites: [...document.querySelectorAll('figure[id]')].map(f => {
+      // the line "Cite this figure" follows the figure
+      let next = f.nextElementSibling;
+      const line = next && next.classList.contains('kmt-cite-figure') ? next : null;
+      return {id: f.id, text: line ? line.innerText : null,
+              links: line ? [...line.querySelectorAll('a[href]')].map(a => a.href) : []};
+    }),
+    register: [...document.querySelectorAll('table.kmt-figures')].map(t => ({
+      header: [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()),
+      rows: [...t.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(c => c.innerText.trim())),
+    })),
+    // A parameter table is clipped when it reaches past the content column, needs a horizontal scroll
+    // bar in its container, or a cell's text overflows the cell.
+    parameterTables: [...document.querySelectorAll('table.kmt-parameters')].map(t => {
+      const column = (t.closest('article, main, .bd-article') || document.body).getBoundingClientRect();
+      const box = t.getBoundingClientRect();
+      const holder = t.closest('.pst-scrollable-table-container') || t.parentElement;
+      const clipped = [];
+      if (box.right > column.right + 1 || box.left < column.left - 1) {
+        clipped.push(`the table spans ${box.left.toFixed(0)}-${box.right.toFixed(0)} px, ` +
+                     `the content column ${column.left.toFixed(0)}-${column.right.toFixed(0)} px`);
+      }
+      if (holder.scrollWidth > holder.clientWidth + 1) {
+        clipped.push(`its container scrolls sideways ` +
+                     `(${holder.scrollWidth} px of content in ${holder.clientWidth} px)`);
+      }
+      for (const cell of t.querySelectorAll('th, td')) {
+        if (cell.scrollWidth > cell.clientWidth + 1) {
+          clipped.push(`cell ${JSON.stringify(cell.innerText.slice(0, 40))} overflows ` +
+                       `(${cell.scrollWidth} px in ${cell.clientWidth} px)`);
+        }
+      }
+      return {rows: t.querySelectorAll('tbody tr').length, visible: box.width > 0 && box.height > 0,
+              header: [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()),
+              width: box.width, clipped: clipped};
+    }),
   });
 });
 """

@@ -137,10 +137,141 @@ def test_chapter_page(pages, stem):
     assert page["rerunAfterOverview"], "the rerun box follows the opening box"
     box = page["rerunBox"]
     assert "papermill" in box and f"{stem}.md" in box, "the rerun box names the papermill command"
-    assert f"Parameters inferred for notebook '{stem}.ipynb'" in box, "the box carries papermill's help text"
-    for name in ("device: str", "seed: int", "profile: str", "output_dir: str"):
+    assert "Parameters inferred for notebook" not in box, "the box shows a table, not papermill's raw help text"
+    tables = page["parameterTables"]
+    assert len(tables) == 1 and tables[0]["visible"], "the rerun box shows the parameters as one visible table"
+    assert tables[0]["header"][:3] == ["parameter", "type", "meaning"]
+    assert [h.split()[0] for h in tables[0]["header"][3:]] == ["quick", "book", "paper"]
+    assert tables[0]["rows"] == len(_parameter_names(stem)), "one row per parameter of the parameters cell"
+    for name in ("device", "seed", "profile", "output_dir"):
         assert name in box
     assert any(link.endswith(f"_sources/book/{stem}.ipynb") for link in page["notebookDownload"])
+
+
+def _parameter_names(stem: str) -> list[str]:
+    """The names the chapter's parameters cell assigns."""
+    import ast
+
+    import jupytext
+
+    cell = next(c for c in jupytext.read(site.BOOK / f"{stem}.md").cells
+                if "parameters" in c.metadata.get("tags", []))
+    return [node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
+            for node in ast.parse(cell.source).body if isinstance(node, (ast.Assign, ast.AnnAssign))]
+
+
+def test_parameter_tables_are_not_clipped(pages):
+    """At 1280 px (the browser's window) no chapter's parameter table is cut off or scrolls sideways."""
+    problems = [f"{name}: {problem}" for name, page in pages.items() for table in page["parameterTables"]
+                for problem in table["clipped"]]
+    assert not problems, "clipped parameter tables:\n" + "\n".join(problems)
+
+
+# A caption stands alone on a slide: it names its data in words. A parameter name of the chapter
+# (an identifier such as n_tasks) or a pointer to the page ("printed above") does not.
+PAGE_POINTERS = re.compile(r"\b(printed|shown|listed|given) (above|below)\b|\bthe (cell|table|output) above\b", re.I)
+
+
+def _caption_problems(stem: str, label: str, caption: str) -> list[str]:
+    caption = " ".join(caption.split())
+    text = re.sub(r"^Fig\. \d+\.\d+\s*", "", caption)
+    if not text:
+        return [f"{stem} {label}: no caption"]
+    problems = []
+    for name in _parameter_names(stem):
+        identifier = "_" in name or any(ch.isdigit() for ch in name)
+        # a word that is also a parameter ("steps") counts when used as a name: "steps clustering steps"
+        pattern = rf"(?<![\w-]){re.escape(name)}(?![\w-])" if identifier \
+            else rf"\b{re.escape(name)} (?:\w+ ){{0,2}}{re.escape(name)}\b"
+        if re.search(pattern, text):
+            problems.append(f"{stem} {label}: the caption uses the parameter name {name!r}")
+    if PAGE_POINTERS.search(text):
+        problems.append(f"{stem} {label}: the caption points at the page ({PAGE_POINTERS.search(text).group(0)!r})")
+    return problems
+
+
+def test_figure_captions_stand_alone(pages):
+    """Every figure of every chapter has a caption without parameter names or pointers to the page."""
+    problems = []
+    for stem in site.chapter_stems():
+        for figure in pages[_chapter_page(stem)]["figures"]:
+            if figure["id"].startswith("fig-"):
+                problems += _caption_problems(stem, figure["id"], figure["caption"])
+    assert not problems, f"{len(problems)} captions do not stand alone:\n" + "\n".join(problems)
+
+
+def _version() -> str:
+    return tomllib.loads((site.ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _is_commit(sha: str) -> bool:
+    import subprocess
+
+    proc = subprocess.run(["git", "-C", str(site.ROOT), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True)
+    return proc.returncode == 0
+
+
+def _citation_problems(where: str, text: str) -> list[str]:
+    """A citation names the version and a real commit of the repository (or says it has none), and
+    holds no placeholder."""
+    problems = []
+    placeholder = PLACEHOLDERS.search(text)
+    if placeholder:
+        problems.append(f"{where}: placeholder {placeholder.group(0)!r}")
+    if f"version {_version()}" not in text.replace("Version", "version"):
+        problems.append(f"{where}: no 'version {_version()}'")
+    commits = re.findall(r"commit ([0-9a-f]{12,40})\b", text)
+    if not commits and "no commit recorded" not in text:
+        problems.append(f"{where}: neither a commit nor 'no commit recorded'")
+    problems += [f"{where}: commit {sha} is not a commit of this repository" for sha in commits if not _is_commit(sha)]
+    return problems
+
+
+PLACEHOLDERS = re.compile(r"<[^<>\n]*(?:url|URL|address|link)[^<>\n]*>|\bTODO\b|\bFIXME\b|\bTBD\b|\bxxx+\b|"
+                          r"example\.(?:com|org)|\bhttps?://(?:localhost|127\.0\.0\.1)\b", re.I)
+
+
+def test_cite_page_is_complete(pages, html):
+    """The cite page gives the book's BibTeX with version and commit, and a figure's citation, with no
+    placeholder; the build publishes its own CITATION.cff."""
+    page = pages["book/cite.html"]
+    text = page["mainText"]
+    problems = _citation_problems("book/cite.html", text)
+    assert "@misc{kmtbook" in text and "@inproceedings{clarkson2026transformer" in text
+    assert re.search(r"Fig\. \d+\.\d+ \(fig-[\w-]+\)", text), "the cite page shows how to cite one figure"
+    cff = yaml.safe_load((html / "CITATION.cff").read_text())
+    assert str(cff["version"]) == _version()
+    if cff.get("commit") and not _is_commit(cff["commit"]):
+        problems.append(f"CITATION.cff: commit {cff['commit']} is not a commit of this repository")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_and_figure_can_be_cited(pages):
+    """Each page ends with a citation line; each figure has a 'Cite this figure' line with its
+    chapter-qualified number, its file figures/<label>.png and the BibTeX key."""
+    problems = []
+    for name, page in pages.items():
+        if not page["pageCite"]:
+            problems.append(f"{name}: no 'Cite this page' line")
+        for line in page["pageCite"]:
+            problems += _citation_problems(f"{name} (page citation)", line)
+        numbers = {f["id"]: f["number"].strip() for f in page["figures"]}
+        for cite in page["figureCites"]:
+            if not cite["id"].startswith("fig-"):
+                continue
+            label, text = cite["id"], cite["text"]
+            if text is None:
+                problems.append(f"{name}: figure {label} has no 'Cite this figure' line")
+                continue
+            number = re.match(r"Fig\. \d+\.\d+", numbers.get(label, ""))
+            if number is None or number.group(0) not in text:
+                problems.append(f"{name}: the citation of {label} lacks its number {numbers.get(label)!r}")
+            if not any(link.endswith(f"figures/{label}.png") for link in cite["links"]):
+                problems.append(f"{name}: the citation of {label} does not link figures/{label}.png")
+            if not re.search(r"\\cite\[Fig\. [\d.]+\]\{kmtbook\d*\}", text):
+                problems.append(f"{name}: the citation of {label} gives no BibTeX key")
+            problems += _citation_problems(f"{name} ({label})", text)
+    assert not problems, "\n".join(problems[:40])
 
 
 def test_links_resolve(pages):
@@ -164,10 +295,18 @@ def test_links_resolve(pages):
 
 
 def test_figure_register_and_files(pages, html):
-    """The figures page lists every figure once, with PNG and PDF files of stable names."""
+    """The figures page lists every figure once, with the paper figure it reproduces and PNG and PDF
+    files of stable names."""
     every = [f["id"] for name, page in pages.items() if re.match(r"book/\d", name) for f in page["figures"]]
     assert len(every) == len(set(every)), "figure labels must be unique across the book"
     register = pages["book/figures.html"]
+    (table,) = register["register"]
+    assert table["header"] == ["figure", "reproduces", "caption", "files"]
+    reproduces = {re.search(r"fig-[\w-]+", row[0]).group(0): row[1] for row in table["rows"]}
+    assert sorted(reproduces) == sorted(every)
+    unstated = [label for label, what in reproduces.items()
+                if not (what == "beyond the paper" or re.match(r"(Fig\.|Table) \d|the ", what))]
+    assert not unstated, f"the register does not say what these figures reproduce: {unstated}"
     base = register["base"]
     for label in every:
         png = f"{base}figures/{label}.png"
@@ -203,11 +342,15 @@ def test_downloaded_notebook_runs_under_papermill(pages, html, tmp_path):
 
 
 def test_citation_metadata_agrees():
-    """CITATION.cff, the package version and the How-to-cite page give the same version and paper."""
-    version = tomllib.loads((site.ROOT / "pyproject.toml").read_text())["project"]["version"]
+    """CITATION.cff, the package and the How-to-cite page give the same version and paper; the page
+    types no version or address (the build writes them)."""
+    import kmtlib
+
+    version = _version()
+    assert kmtlib.__version__ == version
     cff = yaml.safe_load((site.ROOT / "CITATION.cff").read_text())
     assert str(cff["version"]) == version
     assert "2506.19125" in json.dumps(cff["preferred-citation"])
     cite = (site.BOOK / "cite.md").read_text()
-    assert f"Version {version}" in cite and f"version {version}" in cite
-    assert "@inproceedings{clarkson2026transformer" in cite and "@misc{kmtbook" in cite
+    assert "@inproceedings{clarkson2026transformer" in cite and "```{book-citation}" in cite
+    assert f"ersion {version}" not in cite and not PLACEHOLDERS.search(cite)
