@@ -740,7 +740,7 @@ def _file_link(app: Sphinx, fromdoc: str, target: str, citation: BookCitation) -
     return _link(target, _relative(app, fromdoc, target))
 
 
-def _figure_citation(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.paragraph:
+def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph:
     """The line under a figure: chapter-qualified number, label, files and the BibTeX key."""
     citation = _citation(app)
     label = figure["label"]
@@ -751,18 +751,18 @@ def _figure_citation(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> n
     para += nodes.strong(text="Cite this figure: ")
     para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}, "
                        f"{chapter}, {number} ({label}). File: ")
-    para += _file_link(app, fromdoc, _figure_target(app, label, ".png"), citation) if png is not None \
+    para += _file_link(app, docname, _figure_target(app, label, ".png"), citation) if png is not None \
         else nodes.Text("(no file in this build)")
     if pdf is not None:
         para += nodes.Text(" (vector: ")
-        para += _file_link(app, fromdoc, _figure_target(app, label, ".pdf"), citation)
+        para += _file_link(app, docname, _figure_target(app, label, ".pdf"), citation)
         para += nodes.Text(")")
     para += nodes.Text(". BibTeX: ")
     para += nodes.literal(text=f"\\cite[{number}]{{{citation.key}}}")
     cite_doc = _doc_named(app, "cite")
     if cite_doc is not None:
         para += nodes.Text(" with the book's entry (")
-        para += _link("How to cite", app.builder.get_relative_uri(fromdoc, cite_doc))
+        para += _link("How to cite", app.builder.get_relative_uri(docname, cite_doc))
         para += nodes.Text(")")
     para += nodes.Text(".")
     return para
@@ -796,7 +796,7 @@ def _add_citations(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for fig in list(doctree.findall(nodes.figure)):
         label = next((i for i in fig["ids"] if i in by_label), None)
         if label is not None:
-            fig.parent.insert(fig.parent.index(fig) + 1, _figure_citation(app, docname, docname, by_label[label]))
+            fig.parent.insert(fig.parent.index(fig) + 1, _figure_citation(app, docname, by_label[label]))
     section = doctree.next_node(nodes.section)
     (section if section is not None else doctree).append(_page_citation(app, docname))
 
