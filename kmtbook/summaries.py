@@ -51,3 +51,15 @@ def binned_by_size(
         if sel.size >= 5:
             out[b] = np.median(sel) if stat == "median" else sel.mean()
     return out
+
+
+def wrap_lines(text: str, width: int = 96) -> str:
+    """``text`` with every line longer than ``width`` folded at spaces, so that a printout stays inside
+    the book's content column; a folded line's continuation is indented two spaces past its own indent."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out.append(textwrap.fill(line, width, subsequent_indent=indent) if len(line) > width else line)
+    return "\n".join(out)
