@@ -1,8 +1,9 @@
 """Which figure or table of the paper each figure of the book reproduces: the one place that says so.
 
 The figures page (``{figure-list}`` of :mod:`kmtbook.sphinx_ext`) shows it in its column
-"reproduces"; a labelled figure of the book without an entry here is a build warning (an error
-under ``-W``), so that a new figure is placed on purpose. Figure numbers are the paper's (arXiv
+"reproduces"; a labelled figure of the book without an entry here (outside the chapters that go
+beyond the paper as a whole) is a build warning (an error under ``-W``), so that a new figure is
+placed on purpose. Figure numbers are the paper's (arXiv
 2506.19125); where the sources do not fix a number, the entry says so rather than guess.
 """
 
@@ -10,6 +11,9 @@ from __future__ import annotations
 
 BEYOND = "beyond the paper"
 """A figure with no counterpart in the paper (a baseline, a check, a measurement of this book)."""
+
+BEYOND_CHAPTERS: frozenset[str] = frozenset({"12_any_k", "13_your_data"})
+"""Chapters that go beyond the paper as a whole: each of their figures is :data:`BEYOND` without an entry."""
 
 REPRODUCES: dict[str, str] = {
     # 01: the task generator, Lloyd's algorithm and its seeding
@@ -64,3 +68,8 @@ REPRODUCES: dict[str, str] = {
     "fig-perf-lloyd": BEYOND,
 }
 """Figure label -> the paper's figure or table it reproduces, or :data:`BEYOND`."""
+
+
+def reproduces(chapter: str, label: str) -> str | None:
+    """What the figure ``label`` of the chapter ``chapter`` (its file stem) reproduces; None if not stated."""
+    return BEYOND if chapter in BEYOND_CHAPTERS else REPRODUCES.get(label)

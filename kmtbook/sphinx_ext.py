@@ -55,7 +55,7 @@ from sphinx.util import logging
 
 from .chapter import find_repo_root, parse_describe
 from .citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
-from .paper_figures import REPRODUCES
+from .paper_figures import reproduces
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
             if rel and "://" not in rel and not rel.startswith("data:"):
                 shown = os.path.normpath(os.path.join(app.srcdir, rel))
         figures.append({"label": label, "caption": caption.astext() if caption is not None else "", "image": shown})
-        if label not in REPRODUCES:
+        if reproduces(posixpath.basename(docname), label) is None:
             logger.warning(f"kmt: figure {label} has no entry in kmtbook.paper_figures.REPRODUCES (the paper figure "
                            "it reproduces, or BEYOND)", type="kmt", subtype="figure", location=fig)
     run = None
@@ -955,8 +955,8 @@ def _figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
             cell = [number, label, chapter]
             if page.get("run"):
                 cell.append(nodes.paragraph(text=f"{page['run']['profile']} profile, seed {page['run']['seed']}"))
-            reproduces = REPRODUCES.get(figure["label"], "(not stated)")
-            rows.append([cell, reproduces, figure["caption"], files or ["(no file)"]])
+            what = reproduces(posixpath.basename(docname), figure["label"]) or "(not stated)"
+            rows.append([cell, what, figure["caption"], files or ["(no file)"]])
     if not rows:
         return nodes.paragraph(text="No labelled figures in this build.")
     return _table(["figure", "reproduces", "caption", "files"], rows, [22, 12, 54, 12], classes=("kmt-figures",))
