@@ -53,11 +53,13 @@ def binned_by_size(
     return out
 
 
-def wrap_lines(text: str, width: int = 96) -> str:
-    """``text`` with every line longer than ``width`` folded at spaces, so that a printout stays inside
-    the book's content column; a folded line's continuation is indented two spaces past its own indent."""
+def wrap_lines(*parts: object, width: int = 96, sep: str = " ") -> str:
+    """The text ``print(*parts, sep=sep)`` would write, with every line longer than ``width`` folded at
+    spaces, so that a printout stays inside the book's content column; a folded line's continuation is
+    indented two spaces past its own indent."""
     import textwrap
 
+    text = sep.join(str(part) for part in parts)
     out = []
     for line in text.split("\n"):
         indent = " " * (len(line) - len(line.lstrip()) + 2)
