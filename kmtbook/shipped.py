@@ -13,6 +13,7 @@ present and say how many seeds they used::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -21,10 +22,15 @@ from typing import Any
 
 import torch
 
+from kmtlib.train import TrainConfig
+
 from .chapter import find_repo_root
 
 TRAIN_COMMAND = "scripts/train_shipped.sh"
 SHIP_COMMAND = "python scripts/ship_weights.py"
+
+_TRAIN_DEFAULTS: dict[str, Any] = dataclasses.asdict(TrainConfig())
+"""The training defaults, for the fields of a configuration that an older manifest lacks."""
 
 
 def default_weights_dir() -> Path:
@@ -105,7 +111,8 @@ def shipped_runs(
     Args:
         embedding: keep only runs with this token embedding (``"onehot"`` or ``"none"``).
         weights_dir: the folder holding ``<embedding>_seed<S>/`` run folders.
-        config: keep only runs whose training configuration has these values (e.g. ``d=32``).
+        config: keep only runs whose training configuration has these values (e.g. ``d=32``);
+            runs for any number of clusters (``k_max > 0``) only when asked for with ``k_max=...``.
 
     A folder counts as a run when it holds ``model.pt``, ``log.csv`` and ``manifest.json``; a
     manifest that is not a training run's is an error naming it (:class:`kmtlib.train.RunFolderError`);
@@ -113,6 +120,9 @@ def shipped_runs(
     :meth:`ShippedRun.log` reads it (:class:`kmtlib.ModelFileError`, ``RunFolderError``).
     """
     root = Path(weights_dir) if weights_dir else default_weights_dir()
+    # (a run of one k unless asked otherwise: a layer for any k is trained with k_max > 0; fields a
+    # manifest predates take their training default)
+    wanted = {"k_max": 0, **config}
     runs = []
     if root.is_dir():
         for folder in sorted(root.glob("*_seed*")):
@@ -123,7 +133,7 @@ def shipped_runs(
             run = ShippedRun(folder, str(cfg.get("embedding")), int(manifest.get("seed", cfg.get("seed"))), manifest)
             if embedding is not None and run.embedding != embedding:
                 continue
-            if any(cfg.get(key) != value for key, value in config.items()):
+            if any(cfg.get(key, _TRAIN_DEFAULTS.get(key)) != value for key, value in wanted.items()):
                 continue
             runs.append(run)
     return sorted(runs, key=lambda r: (r.embedding, _seed_order(r.seed)))

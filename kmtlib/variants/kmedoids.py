@@ -119,7 +119,11 @@ def medoid_selection_scores(
     member nearest to the current centre, then the lowest index; 0 for the chosen member and
     ``-inf`` for all others."""
     X, C = k[..., :d], q[..., :d]
-    member = cluster_members(k[..., d : d + clusters])
+    # the members of each query's own cluster (the block may be given a chunk of the centres):
+    # point i is a member of centre j's cluster when e_j . y_i = 1; an empty cluster's row is all
+    # True (the mask drops out), as cluster_members gives for all centres at once
+    member = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
+    member = member | ~member.any(dim=-1, keepdim=True)
     scores = medoid_scores(X, member)
     if gamma != math.inf:
         return scores

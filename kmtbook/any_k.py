@@ -1,0 +1,185 @@
+"""Chapter 12's measurements: one trained layer for any number of clusters, tested the same way as
+Lloyd's algorithm and its usual improvements at every k.
+
+* :func:`permutation_test` -- how much a layer trained at one k depends on how the clusters are
+  numbered, and what averaging it over all numberings (:func:`kmtlib.equivariant.symmetrised`)
+  leaves of it.
+* :func:`fair_test` -- for each k, the same tasks and the same initial centres for every method: a
+  random k-subset of the points (the layer, Lloyd, best of R Lloyd restarts) and k-means++ seeds
+  computed once (k-means++ then Lloyd); per task the log objective after ``steps`` steps and after
+  polishing every method's result with Lloyd run to convergence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+import kmtlib
+from kmtlib import KMeansTransformer
+from kmtlib.equivariant import symmetrised
+
+POLISH_STEPS = 100
+"""Lloyd steps of the polish: enough for every task of the chapter to reach a fixed point
+(:func:`fair_test` records how many did not)."""
+
+
+def _batched(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, batch: int) -> torch.Tensor:
+    """Final centres (B, k, d) of the model, ``batch`` tasks at a time (its self-attention is n x n)."""
+    with torch.no_grad():
+        return torch.cat(
+            [model(X[i : i + batch], C0[i : i + batch], steps=steps).final_centers for i in range(0, X.shape[0], batch)]
+        )
+
+
+def _log_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    return kmtlib.kmeans_objective(X, C).log()
+
+
+def permutation_test(
+    model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, generator: torch.Generator, batch: int = 32
+) -> dict[str, float]:
+    """The model from ``C0`` and from ``C0`` with its centres renumbered (one random permutation per
+    task), and the symmetrised model from ``C0``: mean final log objectives and the mean absolute
+    per-task change that the renumbering makes."""
+    B, k, d = C0.shape
+    order = torch.stack([torch.randperm(k, generator=generator) for _ in range(B)]).to(C0.device)
+    renumbered = torch.gather(C0, 1, order.unsqueeze(-1).expand(B, k, d))
+    as_given = _log_objective(X, _batched(model, X, C0, steps, batch))
+    permuted = _log_objective(X, _batched(model, X, renumbered, steps, batch))
+    averaged = _log_objective(X, _batched(symmetrised(model).eval(), X, C0, steps, batch))
+    return {
+        "as_trained": float(as_given.mean()),
+        "renumbered": float(permuted.mean()),
+        "mean_abs_change": float((as_given - permuted).abs().mean()),
+        "symmetrised": float(averaged.mean()),
+    }
+
+
+@dataclass
+class FairTest:
+    """Per task and method, the final log objective (``table``: columns k, n, task, method,
+    log_objective, polished) and the compute-matched number of Lloyd restarts per k."""
+
+    table: pd.DataFrame
+    restarts: dict[int, int]
+    not_converged: int
+
+    def by_k(self, column: str = "log_objective") -> pd.DataFrame:
+        """Mean over tasks, one row per (k, n), one column per method."""
+        return self.table.pivot_table(index=["k", "n"], columns="method", values=column, aggfunc="mean")
+
+    def against(self, method: str, baseline: str = "Lloyd", column: str = "log_objective") -> pd.DataFrame:
+        """Per (k, n): the mean per-task difference ``method - baseline`` of the log objective (below
+        0: better than the baseline) and the share of tasks where ``method`` is lower (wins)."""
+        wide = self.table.pivot_table(index=["k", "n", "task"], columns="method", values=column)
+        diff = wide[method] - wide[baseline]
+        grouped = diff.groupby(level=["k", "n"])
+        return pd.DataFrame({"mean_difference": grouped.mean(), "win_rate": (diff < 0).groupby(level=["k", "n"]).mean(),
+                             "sem": grouped.std() / np.sqrt(grouped.count())})  # fmt: skip
+
+
+def _restarts_matched(layer_seconds: float, lloyd_seconds: float, cap: int) -> int:
+    return int(min(cap, max(1, round(layer_seconds / max(lloyd_seconds, 1e-9)))))
+
+
+def fair_test(
+    models: Sequence[KMeansTransformer],
+    ks: Sequence[int],
+    n_tasks: int,
+    ns: Sequence[int] | None = None,
+    *,
+    d: int = 32,
+    steps: int = 20,
+    generator_for,
+    device: torch.device | str = "cpu",
+    max_restarts: int = 32,
+    batch: int = 32,
+    ns_by_k: dict[int, int] | None = None,
+) -> FairTest:
+    """Every method on the same tasks from the same initial centres, at every ``k`` (and every ``n``
+    of ``ns``, default 512; or the ``n`` that ``ns_by_k`` gives each k).
+
+    Methods: each model (named ``layer 1``, ``layer 2``, ... in the order given) and ``Lloyd`` from a
+    random k-subset ``C0`` of the points; ``k-means++ then Lloyd`` from k-means++ seeds; ``best of R
+    Lloyd`` (R random k-subsets, ``C0`` the first, the lowest final objective per task), with R the
+    number of Lloyd runs that cost as much time as one run of the first model (measured here on these
+    tasks, capped at ``max_restarts``). Empty clusters: Lloyd re-seeds them at a random data
+    point (the paper's rule). ``generator_for(k, n, stream)`` gives the generators (a chapter's
+    seeded generator), so that every method sees the same draws whatever the list of methods.
+    """
+    if ns_by_k is not None:
+        cases = [(k, ns_by_k[k]) for k in ks]
+    else:
+        cases = [(k, n) for n in (list(ns) if ns is not None else [512]) for k in ks]
+    rows, restarts, not_converged = [], {}, 0
+    for k, n in cases:
+        g = generator_for(k, n, 0)
+        X = kmtlib.sample_tasks(n_tasks, n, d, k, generator=g, device=device)
+        assert isinstance(X, torch.Tensor)  # (the points alone, no mixture asked for)
+        C0 = kmtlib.init_centers(X, k, "random", generator=g)
+        Cpp = kmtlib.init_centers(X, k, "kmeans++", generator=generator_for(k, n, 1))
+        finals: dict[str, torch.Tensor] = {}
+        t0 = time.perf_counter()
+        for i, model in enumerate(models):
+            finals[f"layer {i + 1}"] = _batched(model, X, C0, steps, batch)
+            if i == 0:
+                layer_seconds = time.perf_counter() - t0
+        lloyd = kmtlib.lloyd(X, C0, steps, empty="random", generator=generator_for(k, n, 2))
+        finals["Lloyd"] = lloyd.final_centers
+        t1 = time.perf_counter()
+        kmtlib.lloyd(X, C0, steps, empty="random", generator=generator_for(k, n, 2))
+        lloyd_seconds = time.perf_counter() - t1
+        finals["k-means++ then Lloyd"] = kmtlib.lloyd(X, Cpp, steps, empty="random",
+                                                      generator=generator_for(k, n, 3)).final_centers  # fmt: skip
+        R = restarts[k] = _restarts_matched(layer_seconds, lloyd_seconds, max_restarts)
+        best_C, best_obj = finals["Lloyd"], kmtlib.kmeans_objective(X, finals["Lloyd"])
+        g_restart = generator_for(k, n, 4)
+        for _ in range(R - 1):
+            C_r = kmtlib.lloyd(X, kmtlib.init_centers(X, k, "random", generator=g_restart), steps, empty="random",
+                               generator=g_restart).final_centers  # fmt: skip
+            obj = kmtlib.kmeans_objective(X, C_r)
+            better = obj < best_obj
+            best_C = torch.where(better.view(-1, 1, 1), C_r, best_C)
+            best_obj = torch.minimum(obj, best_obj)
+        finals["best of R Lloyd"] = best_C
+        for method, C in finals.items():
+            polish = kmtlib.lloyd(X, C, POLISH_STEPS, empty="random", generator=generator_for(k, n, 5))
+            moved = (polish.centers[:, -1] - polish.centers[:, -2]).abs().amax(dim=(1, 2)) > 0
+            not_converged += int(moved.sum())
+            final = _log_objective(X, C).cpu().numpy()
+            polished = polish.objective[:, -1].log().cpu().numpy()
+            rows += [
+                {"k": k, "n": n, "task": t, "method": method, "log_objective": float(final[t]),
+                 "polished": float(polished[t])}
+                for t in range(n_tasks)
+            ]  # fmt: skip
+    return FairTest(pd.DataFrame(rows), restarts, not_converged)
+
+
+def layer_mean(result: FairTest, column: str = "log_objective") -> pd.Series:
+    """The mean over the shipped layers of their per-(k, n) mean log objective."""
+    wide = result.by_k(column)
+    layers = [c for c in wide.columns if c.startswith("layer ")]
+    return wide[layers].mean(axis=1)
+
+
+def training_range_note(k_min: int, k_max: int, held_out: Sequence[int]) -> str:
+    """``"trained at k = 2..16 except 5, 9, 13"`` (for captions and tables)."""
+    held = ", ".join(str(k) for k in held_out)
+    return f"trained at k = {k_min}..{k_max}" + (f" except {held}" if held else "")
+
+
+__all__ = [
+    "POLISH_STEPS",
+    "FairTest",
+    "fair_test",
+    "layer_mean",
+    "permutation_test",
+    "training_range_note",
+]
