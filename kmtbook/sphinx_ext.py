@@ -407,7 +407,8 @@ def _bounds_text(parameter) -> str:
     parts = []
     for sign, bound in (("\u2265", parameter.minimum), ("\u2264", parameter.maximum)):
         if isinstance(bound, (int, float, str)) and not isinstance(bound, bool):
-            parts.append(f"{sign} {bound:g}" if isinstance(bound, float) else f"{sign} {bound}")
+            # a no-break space keeps a bound on one line: the cell breaks after the commas
+            parts.append(f"{sign}\u00a0{bound:g}" if isinstance(bound, float) else f"{sign}\u00a0{bound}")
         elif bound is not None:
             parts.append("bounded by other parameters")
     if parameter.multiple_of:
@@ -467,7 +468,7 @@ def _parameter_table(rows: list[dict[str, Any]], built_with: str | None) -> node
     table = nodes.table(classes=["kmt-table", "kmt-parameters", "colwidths-given"])
     group = nodes.tgroup(cols=len(headers))
     table += group
-    for width in (20, 11, 36, 11, 11, 11):
+    for width in (20, 12, 29, 13, 13, 13):
         group += nodes.colspec(colwidth=width)
     head = nodes.thead()
     group += head

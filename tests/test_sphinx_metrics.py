@@ -142,7 +142,7 @@ def test_the_parameter_table_reads_the_cell_and_the_profiles():
     assert by_name["n_tasks"]["values"] == [SPECS["05_training"].parameters["n_tasks"].profiles[p]
                                             for p in ("quick", "book", "paper")]
     assert "take it from the profile" not in by_name["n_tasks"]["meaning"] and by_name["n_tasks"]["meaning"]
-    assert by_name["device"]["values"] == ["auto"] * 3 and by_name["live_k"]["type"].startswith("int, ≥ 1, ≤ live_n")
+    assert by_name["device"]["values"] == ["auto"] * 3 and by_name["live_k"]["type"] == "int, ≥\u00a01, ≤\u00a0live_n"
     assert paper_is_book is True
     _, paper_is_book = parameter_rows(jupytext.read(book / "01_kmeans_and_lloyd.md"), "01_kmeans_and_lloyd")
     assert paper_is_book is False
