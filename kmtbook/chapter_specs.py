@@ -143,6 +143,19 @@ SPECS: dict[str, ChapterSpec] = {
                 "eval_every": size(int, quick=5, book=50, paper=50, minimum=1),
             },
         ),
+        ChapterSpec(
+            "12_any_k",
+            {
+                "weights_dir": option(str),
+                "n_tasks": size(int, quick=8, book=32, paper=320, minimum=1),
+                "steps": size(int, quick=20, book=20, paper=20, minimum=1),
+                "k_largest": size(int, quick=16, book=64, paper=64, minimum=4, maximum=64),
+                "points_per_cluster": size(int, quick=8, book=16, paper=32, minimum=2),
+                "scaled_tasks": size(int, quick=4, book=8, paper=320, minimum=1),
+                "max_seeds": size(int, quick=1, book=3, paper=10, minimum=1),
+                "perm_tasks": size(int, quick=16, book=48, paper=320, minimum=1),
+            },
+        ),
     )
 }
 """The spec of every chapter, by stem."""

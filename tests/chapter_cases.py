@@ -318,6 +318,20 @@ def check_11(m: Metrics) -> None:
     assert m["targets_met"] >= 1  # the loss agreement is judged even in the quick profile
 
 
+
+def check_12(m: Metrics) -> None:
+    assert set(m["figures"]) == {"fig-any-k-renumbering", "fig-any-k-training", "fig-any-k-versus-k"}
+    # The layers trained at k = 10 depend on the numbering of their centres, and averaging them over
+    # all numberings makes them worse (the claim of the chapter's first section).
+    assert m["perm_mean_abs_change"] > 0.05 and m["perm_symmetrised"] > m["perm_as_trained"]
+    # One model per shipped seed, run at every k of the test without a rebuild.
+    assert m["n_layers"] >= 1 and m["k_min"] == 2 and m["k_max"] == 16
+    assert m["bar_k_tested"] == len(m["ks"]) == len(m["layer_mean_log"]) == len(m["lloyd_mean_log"])
+    assert 0 <= m["bar_k_won"] <= m["bar_k_tested"] and 0 <= m["moonshot_k_won"] <= m["moonshot_k_tested"]
+    assert all(r >= 1 for r in m["restarts"])
+    assert len(m["polished_layer_minus_lloyd"]) == len(m["scaled_layer_minus_lloyd"]) == len(m["ks"])
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
     "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
@@ -330,4 +344,5 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "09_inside_the_layer.md": ({"n_tasks": 20}, check_09),
     "10_variants.md": ({}, check_10),
     "11_performance.md": ({}, check_11),
+    "12_any_k.md": ({}, check_12),
 }

@@ -294,6 +294,9 @@ def test_printed_training_commands_run(tmp_path):
             elif script == "train_dynamics":
                 command = re.sub(r"(STEPS|OUT)=\S+ ", "", command)
                 command = f"STEPS=50 OUT={runs} SEEDS=153476998 NWORKERS=24 WORKER=0 {command}"
+            elif script == "train_any_k":  # (three steps of one seed: the script's loop and flags)
+                command = re.sub(r"(STEPS|OUT|SEEDS)=\S+ ", "", command)
+                command = f"STEPS=3 OUT={runs} SEEDS=153476998 {command}"
             elif script.startswith("ship_"):
                 source = tmp_path / "runs" / ("dynamics" if "dynamics" in script else "shipped")
                 source.mkdir(parents=True, exist_ok=True)
