@@ -162,6 +162,37 @@ def fair_test(
     return FairTest(pd.DataFrame(rows), restarts, not_converged)
 
 
+def forms_test(
+    models: dict[str, KMeansTransformer],
+    ks: Sequence[int],
+    n_tasks: int,
+    *,
+    n: int = 512,
+    d: int = 32,
+    steps: int = 20,
+    generator_for,
+    device: torch.device | str = "cpu",
+    batch: int = 32,
+) -> pd.DataFrame:
+    """The parametrisations compared: for each ``k``, each named model and Lloyd from the same
+    random k-subset of the same tasks (drawn as :func:`fair_test` draws them, so the tasks are
+    those of the main test); per (form, k) the mean per-task difference of the final log
+    objective from Lloyd's (below 0: better) and the share of tasks won."""
+    rows = []
+    for k in ks:
+        g = generator_for(k, n, 0)
+        X = kmtlib.sample_tasks(n_tasks, n, d, k, generator=g, device=device)
+        assert isinstance(X, torch.Tensor)
+        C0 = kmtlib.init_centers(X, k, "random", generator=g)
+        lloyd = kmtlib.lloyd(X, C0, steps, empty="random", generator=generator_for(k, n, 2))
+        reference = _log_objective(X, lloyd.final_centers)
+        for form, model in models.items():
+            difference = _log_objective(X, _batched(model, X, C0, steps, batch)) - reference
+            rows.append({"form": form, "k": k, "minus_lloyd": float(difference.mean()),
+                         "win_rate": float((difference < 0).double().mean())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def layer_mean(result: FairTest, column: str = "log_objective") -> pd.Series:
     """The mean over the shipped layers of their per-(k, n) mean log objective."""
     wide = result.by_k(column)
@@ -179,6 +210,7 @@ __all__ = [
     "POLISH_STEPS",
     "FairTest",
     "fair_test",
+    "forms_test",
     "layer_mean",
     "permutation_test",
     "training_range_note",

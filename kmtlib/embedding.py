@@ -109,6 +109,44 @@ class NormAugmentedEmbedding(Embedding):
         return point_tokens[..., self.d : self.d + self.k]
 
 
+class CodeEmbedding(Embedding):
+    """Width d + m whatever k: points [x_i; 0_m], centres [c_j; r_j] with a random code r_j per
+    centre and task, entries N(0, 1/m) (nearly orthogonal unit vectors for large m, as the one-hot
+    ids are exactly). Renumbering the centres then changes nothing a layer can learn to rely on.
+
+    In training mode the codes are drawn from :attr:`generator` when one is set (the trainer sets
+    its data stream, so every step sees new codes); otherwise, and always in ``model.eval()``, from
+    a generator seeded with ``seed`` at every call, so that the same tasks get the same codes and
+    the model gives the same numbers every time.
+    """
+
+    name = "codes"
+
+    def __init__(self, d: int, k: int, code_width: int, seed: int = 0) -> None:
+        super().__init__(d, k)
+        self.code_width, self.seed = code_width, seed
+        self.generator: torch.Generator | None = None
+        self.training = True  # (the model's mode: KMeansTransformer.train sets it)
+
+    @property
+    def width(self) -> int:
+        return self.d + self.code_width
+
+    def codes(self, B: int, k: int, like: torch.Tensor) -> torch.Tensor:
+        """Codes (B, k, m) for ``B`` tasks of ``k`` centres, in ``like``'s dtype and device."""
+        g = self.generator if self.training else None
+        if g is None:
+            g = torch.Generator(device=like.device)
+            g.manual_seed(self.seed)
+        shape = (B, k, self.code_width)
+        return torch.randn(shape, generator=g, dtype=like.dtype, device=like.device) / self.code_width**0.5
+
+    def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        (B, n, _), k = X.shape, C.shape[1]
+        points = torch.cat([X, X.new_zeros(B, n, self.code_width)], dim=-1)
+        return points, torch.cat([C, self.codes(B, k, C)], dim=-1)
+
+
 PlainEmbedding = DataEmbedding
 """The old name of :class:`DataEmbedding` (still importable)."""
 
@@ -116,12 +154,16 @@ EMBEDDINGS: dict[str, type[Embedding]] = {
     "onehot": OneHotEmbedding,
     "data": DataEmbedding,
     "norm_augmented": NormAugmentedEmbedding,
+    "codes": CodeEmbedding,
 }
 """The embeddings by the token layout they make (:data:`kmtlib.layer.TOKENS`)."""
 
 
-def make_embedding(tokens: str, d: int, k: int) -> Embedding:
-    """The embedding of the token layout ``tokens`` (a key of :data:`EMBEDDINGS`)."""
+def make_embedding(tokens: str, d: int, k: int, code_width: int = 0, seed: int = 0) -> Embedding:
+    """The embedding of the token layout ``tokens`` (a key of :data:`EMBEDDINGS`; ``code_width``
+    and ``seed`` are those of ``"codes"``)."""
     if tokens not in EMBEDDINGS:
         raise ValueError(f"unknown token layout {tokens!r}; expected one of {', '.join(EMBEDDINGS)}")
+    if tokens == "codes":
+        return CodeEmbedding(d, k, code_width, seed)
     return EMBEDDINGS[tokens](d, k)

@@ -12,7 +12,16 @@ coordinates; ``1`` the all-ones vector of length k)::
 
 with a ``d x d`` matrix ``A``, vectors ``u``, ``v``, ``beta`` of length ``d`` and four numbers
 ``a``, ``b``, ``beta_0`` -- none of which depends on ``k``, so one set of weights reads tokens of
-any number of clusters. As a ``(d + k) x (d + k)`` matrix ``W`` acting on column tokens
+any number of clusters.
+
+What the map writes to all k cluster coordinates at once (the number ``b s + v.x + beta_0``) can be
+spread in three ways, :data:`BROADCASTS`: ``"ones"`` writes it to every coordinate (the form
+above); ``"mean"`` writes it divided by k (the cluster block is then ``a I + (b/k) 1 1^T``);
+``"unit"`` divides it by sqrt(k), so that the vector it writes has the same length at every k.
+The choice matters because the attention scores are squared distances summed over the k
+coordinates: a number written to all of them adds k times its square to a score under
+``"ones"``, its square under ``"unit"``, and 1/k of it under ``"mean"``. Chapter 12 trains all
+three and compares them. As a ``(d + k) x (d + k)`` matrix ``W`` acting on column tokens
 (:meth:`EquivariantMap.dense`)::
 
     W = [[A,      u 1^T        ],
@@ -37,14 +46,27 @@ if TYPE_CHECKING:
     from .transformer import KMeansTransformer
 
 
-class EquivariantMap(nn.Module):
-    """``z = [x; y] -> [A x + s u + beta; a y + (b s + v.x + beta_0) 1]`` with ``s = sum(y)``
-    (module documentation): a map for tokens with ``d`` data coordinates and any number of
-    cluster coordinates."""
+BROADCASTS: tuple[str, ...] = ("ones", "mean", "unit")
+"""How an :class:`EquivariantMap` spreads one number over the k cluster coordinates: times the
+all-ones vector, times 1/k, or times 1/sqrt(k) (module documentation)."""
 
-    def __init__(self, d: int, trainable: bool = True) -> None:
+
+def broadcast_weight(broadcast: str, k: int) -> float:
+    """The factor of the all-ones vector under ``broadcast`` for ``k`` clusters: 1, 1/k or 1/sqrt(k)."""
+    if broadcast not in BROADCASTS:
+        raise ValueError(f"unknown broadcast {broadcast!r}; expected one of {', '.join(BROADCASTS)}")
+    return {"ones": 1.0, "mean": 1.0 / k, "unit": 1.0 / math.sqrt(k)}[broadcast]
+
+
+class EquivariantMap(nn.Module):
+    """``z = [x; y] -> [A x + s u + beta; a y + w (b s + v.x + beta_0) 1]`` with ``s = sum(y)`` and
+    ``w`` 1, 1/k or 1/sqrt(k) as ``broadcast`` says (module documentation): a map for tokens with
+    ``d`` data coordinates and any number of cluster coordinates."""
+
+    def __init__(self, d: int, trainable: bool = True, broadcast: str = "ones") -> None:
         super().__init__()
-        self.d = d
+        broadcast_weight(broadcast, 1)  # (checks the name)
+        self.d, self.broadcast = d, broadcast
         self.A = nn.Parameter(torch.empty(d, d), requires_grad=trainable)
         self.u = nn.Parameter(torch.empty(d), requires_grad=trainable)
         self.v = nn.Parameter(torch.empty(d), requires_grad=trainable)
@@ -54,13 +76,14 @@ class EquivariantMap(nn.Module):
         self.beta_0 = nn.Parameter(torch.empty(()), requires_grad=trainable)
 
     def extra_repr(self) -> str:
-        return f"d={self.d}, clusters=any"
+        return f"d={self.d}, clusters=any, broadcast={self.broadcast!r}"
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         x, y = z[..., : self.d], z[..., self.d :]
         s = y.sum(-1, keepdim=True)
+        w = broadcast_weight(self.broadcast, y.shape[-1])
         x_out = x @ self.A.T + s * self.u + self.beta
-        y_out = self.a * y + (self.b * s + x @ self.v.unsqueeze(-1) + self.beta_0)
+        y_out = self.a * y + w * (self.b * s + x @ self.v.unsqueeze(-1) + self.beta_0)
         return torch.cat([x_out, y_out], dim=-1)
 
     @torch.no_grad()
@@ -75,10 +98,11 @@ class EquivariantMap(nn.Module):
         """The ``(d + k) x (d + k)`` weight matrix and the bias of this map for ``k`` clusters (acting
         on row tokens as ``z @ W.T + bias``, as ``nn.Linear`` stores its weights)."""
         ones = self.A.new_ones(k)
+        spread = broadcast_weight(self.broadcast, k) * ones
         top = torch.cat([self.A, torch.outer(self.u, ones)], dim=1)
-        bottom = torch.cat([torch.outer(ones, self.v), self.a * torch.eye(k, dtype=self.A.dtype, device=self.A.device)
-                            + self.b * torch.outer(ones, ones)], dim=1)  # fmt: skip
-        return torch.cat([top, bottom], dim=0), torch.cat([self.beta, self.beta_0 * ones])
+        bottom = torch.cat([torch.outer(spread, self.v), self.a * torch.eye(k, dtype=self.A.dtype, device=self.A.device)
+                            + self.b * torch.outer(spread, ones)], dim=1)  # fmt: skip
+        return torch.cat([top, bottom], dim=0), torch.cat([self.beta, self.beta_0 * spread])
 
     @classmethod
     @torch.no_grad()
@@ -86,7 +110,8 @@ class EquivariantMap(nn.Module):
         """The average of ``linear`` (width ``d + k``) over all renumberings of its ``k`` cluster
         coordinates: the data block is kept, each block that reads or writes cluster coordinates
         is replaced by its mean over them (the diagonal and the off-diagonal of the cluster block
-        separately), as the average over all ``k!`` permutations gives."""
+        separately), as the average over all ``k!`` permutations gives. (The result spreads with
+        ``"ones"``: the average of a map of one k is a map of that k.)"""
         W = linear.weight.detach()
         k = W.shape[0] - d
         if k < 1 or W.shape[1] != d + k:

@@ -47,7 +47,7 @@ from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
 from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
-from .equivariant import EquivariantMap
+from .equivariant import BROADCASTS, EquivariantMap
 
 BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 """The four blocks in the paper's order mu = 1, 2, 3, 4."""
@@ -59,6 +59,7 @@ TOKENS: dict[str, str] = {
     "onehot": "points [x; y] and centres [c; e], width d + k (Theorem 2.1)",
     "data": "the points and centres themselves, width d (the paper's d-only ablation)",
     "norm_augmented": "points [x; y; |x|^2; 1] and centres [c; e; |c|^2; 1], width d + k + 2 (Theorem 2.2)",
+    "codes": "points [x; 0] and centres [c; r] with random codes r of a fixed width drawn per task (any k)",
 }
 """The token layouts a layer can read (see :mod:`kmtlib.embedding`)."""
 
@@ -194,6 +195,11 @@ class LayerConfig:
             clusters: the model then runs on centres of any k (``k`` is the number it was built
             around, which sets the token width of its temperature ``1/sqrt(D)``); ``tokens`` must
             be ``"onehot"``.
+        code_width: the width m of the random cluster codes of ``tokens="codes"`` (0 otherwise):
+            tokens of width d + m whatever k, so the layer runs on centres of any k.
+        cluster_broadcast: how those maps spread one number over the k cluster coordinates
+            (:data:`~kmtlib.equivariant.BROADCASTS`: ``"ones"``, ``"mean"``, ``"unit"``); only
+            for ``any_k``.
     """
 
     d: int
@@ -211,11 +217,19 @@ class LayerConfig:
     seed: int = 0
     origin: str = ""
     any_k: bool = False
+    cluster_broadcast: str = "ones"
+    code_width: int = 0
 
     @property
     def width(self) -> int:
         """Token width D."""
-        return {"onehot": self.d + self.k, "data": self.d, "norm_augmented": self.d + self.k + 2}[self.tokens]
+        widths = {"onehot": self.d + self.k, "data": self.d, "norm_augmented": self.d + self.k + 2}
+        return self.d + self.code_width if self.tokens == "codes" else widths[self.tokens]
+
+    @property
+    def reads_any_k(self) -> bool:
+        """Whether the layer runs on centres of any k (equivariant maps, or cluster codes of a fixed width)."""
+        return self.any_k or self.tokens == "codes"
 
     @property
     def blocks(self) -> dict[str, BlockConfig]:
@@ -228,6 +242,13 @@ class LayerConfig:
         check_int("seed", self.seed, minimum=0)
         if self.any_k and self.tokens != "onehot":
             raise ValueError(f"a layer for any number of clusters reads one-hot tokens, not {self.tokens!r}")
+        check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
+        check_int("code_width", self.code_width, minimum=0)
+        if (self.tokens == "codes") != (self.code_width > 0):
+            raise ValueError(f"tokens={self.tokens!r} with code_width={self.code_width}: codes need a width >= 1, "
+                             "other token layouts none")  # fmt: skip
+        if self.cluster_broadcast != "ones" and not self.any_k:
+            raise ValueError("cluster_broadcast applies to a layer for any number of clusters (any_k=True) only")
         for name, block in self.blocks.items():
             if not isinstance(block, BlockConfig):
                 raise TypeError(f"block {name} must be a BlockConfig, got {type(block).__name__}")
@@ -280,7 +301,7 @@ def token_map(config: LayerConfig) -> nn.Module:
     """A query, key or value map of the layer: ``nn.Linear`` over tokens of width D, or for a layer
     of any k the :class:`~kmtlib.equivariant.EquivariantMap` (uninitialised)."""
     if config.any_k:
-        return EquivariantMap(config.d, trainable=config.trainable)
+        return EquivariantMap(config.d, trainable=config.trainable, broadcast=config.cluster_broadcast)
     return affine_map(config.width, config.bias, config.trainable)
 
 

@@ -48,18 +48,28 @@ from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, wher
 )
 from .layer import BLOCK_NAMES, OLD_TOKEN_NAMES, BlockConfig, KMeansLayer, LayerConfig
 
-EMBEDDINGS: tuple[str, ...] = ("onehot", "data")
-"""Token layouts of the trainable layer: ``"onehot"`` (width d + k, the paper's main model) and
-``"data"`` (width d, the d-only ablation; ``"none"``, its name before version 0.2, is read too)."""
+EMBEDDINGS: tuple[str, ...] = ("onehot", "data", "codes")
+"""Token layouts of the trainable layer: ``"onehot"`` (width d + k, the paper's main model),
+``"data"`` (width d, the d-only ablation; ``"none"``, its name before version 0.2, is read too) and
+``"codes"`` (width d + m, random cluster codes drawn per task: a layer for any k, chapter 12)."""
 
 
 def trainable_config(
-    d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01, any_k: bool = False
+    d: int,
+    k: int,
+    embedding: str = "onehot",
+    gamma: float = 1.0,
+    dropout: float = 0.01,
+    any_k: bool = False,
+    cluster_broadcast: str = "ones",
+    code_width: int = 0,
 ) -> LayerConfig:
     r"""Four blocks of learned affine maps with Euclidean soft-max at inverse temperature
     ``gamma / sqrt(D)`` and attention dropout, re-embedded before every step; with ``any_k`` the
-    maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s, and the layer reads any number of
-    clusters (``k`` then only sets D in the temperature)."""
+    maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s that spread numbers over the cluster
+    coordinates as ``cluster_broadcast`` says, and the layer reads any number of clusters (``k``
+    then only sets D in the temperature). ``embedding="codes"`` reads any number of clusters too,
+    through random codes of width ``code_width`` (:class:`~kmtlib.embedding.CodeEmbedding`)."""
     if not isinstance(any_k, bool):
         raise TypeError(f"any_k must be True or False, got {any_k!r}")
     d = check_int("d", d, minimum=1)
@@ -69,7 +79,12 @@ def trainable_config(
     gamma = check_positive_float("gamma", gamma)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
-    width = d + k if embedding == "onehot" else d
+    code_width = check_int("code_width", code_width, minimum=1 if embedding == "codes" else 0)
+    if embedding != "codes" and code_width:
+        raise ValueError(f"code_width applies to embedding='codes', not {embedding!r}")
+    if embedding == "codes" and any_k:
+        raise ValueError("embedding='codes' reads any k through its codes; any_k (equivariant maps) is for 'onehot'")
+    width = {"onehot": d + k, "data": d, "codes": d + code_width}[embedding]
     block = BlockConfig(
         score="euclidean", map="softmax", gamma=gamma, scale=1.0 / math.sqrt(width), dropout=float(dropout)
     )
@@ -83,9 +98,10 @@ def trainable_config(
         SAC=block,
         bias=True,
         trainable=True,
-        reembed=True, any_k=any_k,
+        reembed=True, any_k=any_k, cluster_broadcast=cluster_broadcast, code_width=code_width,
         origin=f"trainable(d={d}, k={k}, embedding={embedding!r}, gamma={gamma}, dropout={float(dropout)}"
-        + (", any_k=True)" if any_k else ")"),
+        + (", any_k=True" if any_k else "") + (f", code_width={code_width}" if code_width else "")
+        + (f", cluster_broadcast={cluster_broadcast!r})" if cluster_broadcast != "ones" else ")"),
     ).validated()
 
 
@@ -117,6 +133,8 @@ def build_trainable_model(
     dropout: float = 0.01,
     fast: bool = True,
     any_k: bool = False,
+    cluster_broadcast: str = "ones",
+    code_width: int = 0,
     generator: torch.Generator | int | None = None,
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
@@ -134,13 +152,16 @@ def build_trainable_model(
             mode (see the module docstring for why).
         any_k: one layer for any number of clusters (:func:`trainable_config`): the model then
             runs on centres ``C0`` of any k.
+        cluster_broadcast: for ``any_k``, how the maps spread one number over the k cluster
+            coordinates (``"ones"``, ``"mean"`` or ``"unit"``; :mod:`kmtlib.equivariant`).
+        code_width: the width of the random cluster codes of ``embedding="codes"``.
         fast: the model's kernel switch (``model.fast``): True uses the hand-written Euclidean
             soft-max kernel, False the formula (cdist + soft-max; dropout from the global RNG).
         generator: a ``torch.Generator`` or an integer seed for the initial weights (None: the
             global RNG, so ``torch.manual_seed`` makes the initialisation deterministic).
         dtype, device: where the weights live (default float32, CPU).
     """
-    config = trainable_config(d, k, embedding, gamma, dropout, any_k)
+    config = trainable_config(d, k, embedding, gamma, dropout, any_k, cluster_broadcast, code_width)
     if not isinstance(fast, bool):
         raise TypeError(f"fast must be True or False, got {fast!r}")
     if generator is not None and not isinstance(generator, torch.Generator):

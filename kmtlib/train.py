@@ -80,6 +80,8 @@ import torch
 
 from ._checks import check_choice, check_int, check_positive_float
 from .device import resolve_device
+from .embedding import CodeEmbedding
+from .equivariant import BROADCASTS
 from .init import init_centers
 from .learned import EMBEDDINGS as _TRAINABLE_EMBEDDINGS
 from .lloyd import lloyd
@@ -110,6 +112,9 @@ PAPER_SEEDS: tuple[int, ...] = (
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
+LOSS_TEMPERATURE_RULES: tuple[str, ...] = ("fixed", "log_k")
+"""How the loss inverse temperature depends on a batch's k (:meth:`TrainConfig.loss_inv_temp_at`)."""
+
 
 @dataclass
 class TrainConfig:
@@ -137,11 +142,22 @@ class TrainConfig:
     k_min: int = 0
     k_max: int = 0
     k_held_out: str = ""
+    cluster_broadcast: str = "ones"
+    loss_temperature_rule: str = "fixed"
+    code_width: int = 0
 
     @property
     def mixed_k(self) -> bool:
         """One layer for any number of clusters: every batch draws its own k (``k_max > 0``)."""
         return self.k_max > 0
+
+    def loss_inv_temp_at(self, k: int) -> float:
+        """The loss inverse temperature for a batch of ``k`` clusters: ``loss_inv_temp`` under the
+        rule ``"fixed"``; under ``"log_k"`` it grows as ``loss_inv_temp * ln k / ln K`` (K = ``self.k``),
+        which keeps the loosening of the soft bound, about ``ln k / t`` per point, the same at every k."""
+        if self.loss_temperature_rule == "fixed":
+            return self.loss_inv_temp
+        return self.loss_inv_temp * math.log(k) / math.log(self.k)
 
     def training_ks(self) -> list[int]:
         """The numbers of clusters the training draws from: ``k_min..k_max`` without the held-out
@@ -175,8 +191,8 @@ class TrainConfig:
             raise TypeError(f"k_held_out must be a comma-separated string of integers, got {self.k_held_out!r}")
         held = _parse_ks(self.k_held_out)
         if self.mixed_k:
-            if self.embedding != "onehot":
-                raise ValueError("a layer for any number of clusters needs embedding='onehot'")
+            if self.embedding not in ("onehot", "codes"):
+                raise ValueError("a layer for any number of clusters needs embedding='onehot' or 'codes'")
             if not 1 <= self.k_min <= self.k_max <= self.n:
                 raise ValueError(
                     f"need 1 <= k_min <= k_max <= n, got k_min={self.k_min}, k_max={self.k_max}, n={self.n}"
@@ -188,6 +204,18 @@ class TrainConfig:
                 raise ValueError("k_held_out leaves no number of clusters to train at")
         elif self.k_min or held:
             raise ValueError("k_min and k_held_out need k_max > 0 (a run for any number of clusters)")
+        check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
+        check_choice("loss_temperature_rule", self.loss_temperature_rule, LOSS_TEMPERATURE_RULES)
+        check_int("code_width", self.code_width, minimum=0)
+        if (self.embedding == "codes") != (self.code_width > 0):
+            raise ValueError(f"embedding={self.embedding!r} with code_width={self.code_width}: "
+                             "'codes' needs a code width >= 1, the other embeddings none")  # fmt: skip
+        if self.loss_temperature_rule != "fixed" and not (self.mixed_k and self.k >= 2 and self.k_min >= 2):
+            raise ValueError(
+                "loss_temperature_rule 'log_k' needs a run for any number of clusters with k >= 2 and k_min >= 2"
+            )
+        if self.cluster_broadcast != "ones" and not self.mixed_k:
+            raise ValueError("cluster_broadcast needs k_max > 0 (a run for any number of clusters)")
         return self
 
     @classmethod
@@ -615,11 +643,14 @@ class _TrainingState:
 def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> _TrainingState:
     model = KMeansTransformer.trainable(
         config.d, config.k, embedding=config.embedding, gamma=config.gamma, dropout=config.dropout,
-        any_k=config.mixed_k, generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
+        any_k=config.mixed_k and config.embedding == "onehot", cluster_broadcast=config.cluster_broadcast,
+        code_width=config.code_width, generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
     )
     model.train()
     generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
     model.layer.generator = generators["dropout"]
+    if isinstance(model.embedding, CodeEmbedding):  # (new codes every step, from the data stream)
+        model.embedding.generator = generators["train"]
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", factor=config.lr_factor, patience=config.lr_patience
@@ -640,11 +671,17 @@ class _ResumePoint:
 
 def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
     saved = saved if isinstance(saved, dict) else {}
+    # (an option added after a run was written is that run's default)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.name in _OPTIONS_ADDED_LATER}
     return [
-        f"{k}: {saved.get(k)!r} there vs {v!r} now"
+        f"{k}: {saved.get(k, defaults.get(k))!r} there vs {v!r} now"
         for k, v in dataclasses.asdict(config).items()
-        if k != "steps" and saved.get(k) != v
+        if k != "steps" and saved.get(k, defaults.get(k)) != v
     ]
+
+
+_OPTIONS_ADDED_LATER: frozenset[str] = frozenset({"cluster_broadcast", "loss_temperature_rule", "code_width"})
+"""Training options that runs written before them do not record (they ran with the default)."""
 
 
 def _open_checkpoint(
@@ -1147,7 +1184,7 @@ def _train_locked(
                 k = training_ks[int(torch.randint(len(training_ks), (), generator=g, device=device))]
             X = _sample(config, g, device, dtype, k)
             C0 = init_centers(X, k, "random", generator=g)
-            loss = _smoothed_objective(X, model.step(X, C0), config.loss_inv_temp).mean()
+            loss = _smoothed_objective(X, model.step(X, C0), config.loss_inv_temp_at(k)).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -1325,6 +1362,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--k-held-out", default=d.k_held_out, dest="k_held_out",
         help="numbers of clusters in k-min..k-max never trained at, e.g. 5,9,13 (default none)",
+    )
+    p.add_argument(
+        "--cluster-broadcast", choices=("ones", "mean", "unit"), default=d.cluster_broadcast, dest="cluster_broadcast",
+        help="a layer for any number of clusters: how its maps spread a number over the k cluster coordinates "
+        "(times 1, 1/k or 1/sqrt(k); default %(default)s)",
+    )
+    p.add_argument(
+        "--loss-temperature-rule", choices=LOSS_TEMPERATURE_RULES, default=d.loss_temperature_rule,
+        dest="loss_temperature_rule",
+        help="a layer for any number of clusters: 'log_k' scales the loss inverse temperature by ln k / ln K "
+        "(K = --k) for a batch of k clusters (default %(default)s)",
+    )
+    p.add_argument(
+        "--code-width", type=int, default=d.code_width, dest="code_width",
+        help="--embedding codes: the width of the random cluster codes drawn per task (default %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     return p

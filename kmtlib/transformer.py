@@ -50,7 +50,7 @@ class KMeansTransformer(nn.Module):
         if not isinstance(config, LayerConfig):
             raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
         self.config = config.validated()
-        self.embedding = make_embedding(config.tokens, config.d, config.k)
+        self.embedding = make_embedding(config.tokens, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
 
     # ------------------------------------------------------------------ builders
@@ -107,6 +107,13 @@ class KMeansTransformer(nn.Module):
     def fast(self, value: bool) -> None:
         self.layer.fast = value
 
+    def train(self, mode: bool = True) -> KMeansTransformer:
+        """``nn.Module.train``; also tells an embedding with random codes which mode it is in."""
+        super().train(mode)
+        if hasattr(self.embedding, "training"):
+            self.embedding.training = mode
+        return self
+
     def extra_repr(self) -> str:
         return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, origin={self.config.origin!r}"
 
@@ -116,7 +123,7 @@ class KMeansTransformer(nn.Module):
         check_centers(C0, X)
         if X.shape[-1] != self.d:
             raise ValueError(f"the model is built for d={self.d} but X has d={X.shape[-1]}")
-        if C0.shape[1] != self.k and not self.config.any_k:
+        if C0.shape[1] != self.k and not self.config.reads_any_k:
             raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
         # the tokens hold the data in its own scale: their squares must stay in the dtype's range
         check_square_range(X, C0, self.d + C0.shape[1] if self.config.any_k else self.width, "the k-means transformer")

@@ -9,8 +9,19 @@
 # how long): rerunning with a larger STEPS resumes them from last.pt. One thread per run; rerunning
 # skips finished runs (manifest.json present for the STEPS asked) and resumes interrupted ones.
 #
+# FORM names a parametrisation that chapter 12 compares (run folder onehot_anyk_<FORM>_seed<S>,
+# codes_anyk_seed<S> for the codes):
+#   FORM=mean    --cluster-broadcast mean    (cluster block a I + (b/k) 1 1^T)
+#   FORM=unit    --cluster-broadcast unit    (numbers spread over the k coordinates times 1/sqrt(k))
+#   FORM=logloss --loss-temperature-rule log_k (loss inverse temperature 10 ln k / ln 10)
+#   FORM=codes   --embedding codes --code-width 32 (dense maps; random cluster codes drawn per task)
+# The default (no FORM) is the form of the shipped layers, "ones".
+#
 # Usage:  scripts/train_any_k.sh
 #         STEPS=3000 SEEDS="153476998" scripts/train_any_k.sh
+#         STEPS=3000 SEEDS="153476998" FORM=unit scripts/train_any_k.sh
+#         K_MAX=32 HELD_OUT=5,9,13,24 FORM=mean scripts/train_any_k.sh   (another training range:
+#         run folder onehot_anyk_mean_k2to32_seed<S>)
 #         python scripts/ship_weights.py --runs runs/any_k --out data/weights_any_k
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,22 +31,35 @@ OUT=${OUT:-runs/any_k}
 STEPS=${STEPS:-10000}
 SEEDS=${SEEDS:-"153476998 235510766 205084180"}
 THREADS=${THREADS:-1}
+FORM=${FORM:-}
+K_MIN=${K_MIN:-2}
+K_MAX=${K_MAX:-16}
+HELD_OUT=${HELD_OUT:-5,9,13}
+case "$FORM" in
+  "") form_options=(); prefix="onehot_anyk" ;;
+  mean|unit) form_options=(--cluster-broadcast "$FORM"); prefix="onehot_anyk_$FORM" ;;
+  logloss) form_options=(--loss-temperature-rule log_k); prefix="onehot_anyk_$FORM" ;;
+  codes) form_options=(--embedding codes --code-width 32); prefix="codes_anyk" ;;
+  *) echo "unknown FORM=$FORM (mean, unit, logloss or codes)" >&2; exit 2 ;;
+esac
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 
 mkdir -p "$OUT"
 failed=0
 for seed in $SEEDS; do
-  dir="$OUT/onehot_anyk_seed${seed}"
+  range=""
+  if [ "$K_MIN,$K_MAX,$HELD_OUT" != "2,16,5,9,13" ]; then range="_k${K_MIN}to${K_MAX}"; fi
+  dir="$OUT/${prefix}${range}_seed${seed}"
   if [ -f "$dir/manifest.json" ] && grep -q "\"steps\": $STEPS," "$dir/manifest.json"; then
     echo "$(date -Is) skip $dir (finished at $STEPS steps)"
     continue
   fi
   echo "$(date -Is) start $dir"
   if "$PYTHON" -m kmtlib.train \
-    --d 32 --k 10 --n 512 --k-min 2 --k-max 16 --k-held-out 5,9,13 --seed "$seed" \
+    --d 32 --k 10 --n 512 --k-min "$K_MIN" --k-max "$K_MAX" --k-held-out "$HELD_OUT" --seed "$seed" \
     --steps "$STEPS" --batch 32 --lr 0.01 --loss-inv-temp 10 --gamma 1 --dropout 0.01 \
     --family normal --eval-every 50 --val-batches 10 \
-    --device cpu --threads "$THREADS" --out "$dir" --resume >> "$dir.log" 2>&1; then
+    "${form_options[@]}" --device cpu --threads "$THREADS" --out "$dir" --resume >> "$dir.log" 2>&1; then
     echo "$(date -Is) done  $dir"
   else
     echo "$(date -Is) FAILED $dir (exit $?; see $dir.log)"
