@@ -7,6 +7,8 @@ runs cleanly.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 # Tasks, initial centres, Lloyd and the objective.
@@ -39,6 +41,20 @@ from .transformer import KMeansTransformer, load_model
 from .evaluate import evaluate_multistep, evaluate_seeds
 from .losses import smoothed_objective
 
+# The scikit-learn estimator, imported on first use (scikit-learn and SciPy take a second to import,
+# which `import kmtlib` and `python -m kmtlib.train` need not pay).
+if TYPE_CHECKING:
+    from .estimator import TransformerKMeans
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TransformerKMeans":
+        from .estimator import TransformerKMeans
+
+        return TransformerKMeans
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ATTENTION_MAPS",
     "EMPTY_RULES",
@@ -56,6 +72,7 @@ __all__ = [
     "NormAugmentedEmbedding",
     "OneHotEmbedding",
     "PlainEmbedding",
+    "TransformerKMeans",
     "__version__",
     "build_theorem_model",
     "dot_scores",
