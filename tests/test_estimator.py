@@ -1,0 +1,272 @@
+"""kmtlib.TransformerKMeans: scikit-learn's estimator checks, the theorem model against
+sklearn's KMeans, the map into the trained model's domain, errors and determinism."""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _helpers import min_assignment_margin, requires_cuda
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_iris, make_blobs
+from sklearn.metrics import euclidean_distances
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import kmtlib
+from kmtlib import KMeansTransformer, TransformerKMeans
+from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, pretrained_model
+
+
+# ----------------------------------------------------------------------------- sklearn's own checks
+@parametrize_with_checks(
+    [
+        TransformerKMeans(n_clusters=2, model="theorem", steps=5),
+        TransformerKMeans(n_clusters=3, model="learned", steps=5),
+    ]
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_public_name():
+    assert "TransformerKMeans" in kmtlib.__all__
+    assert kmtlib.TransformerKMeans is TransformerKMeans
+
+
+def test_pretrained_layer_is_package_data():
+    """The learned model is a file inside the package, declared as package data (a pip-installed
+    kmtlib has it), and runs on any k in d = 32."""
+    assert (resources.files("kmtlib") / "pretrained" / PRETRAINED_ANY_K).is_file()
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "pretrained/*.pt" in pyproject["tool"]["setuptools"]["package-data"]["kmtlib"]
+    model = pretrained_model()
+    assert model.d == 32 and model.config.reads_any_k and model.config.trainable and not model.training
+
+
+# ----------------------------------------------------------------------------- theorem = Lloyd = KMeans
+def _datasets():
+    X2, _ = make_blobs(300, n_features=2, centers=4, cluster_std=1.5, random_state=1)
+    X50, _ = make_blobs(200, n_features=50, centers=5, cluster_std=4.0, random_state=2)
+    return {"blobs_d2": (X2, 4), "blobs_d50": (X50, 5), "iris": (load_iris().data, 3)}
+
+
+def _tie_free_seeding(X, k, steps):
+    """The first random k-subset of the points (seeds 0, 1, ...) from which Lloyd empties no
+    cluster and meets no near tie: KMeans relocates an empty cluster to a far point where the
+    limit transformer moves it to the mean of all points, and a tie may go either way in two
+    correct float64 codes (iris, on a grid of 0.1, has exact ties from some seedings)."""
+    for seed in range(20):
+        C0 = X[np.random.default_rng(seed).choice(len(X), k, replace=False)]
+        ref = kmtlib.lloyd(torch.from_numpy(X)[None], torch.from_numpy(C0)[None], steps)
+        if int(ref.n_empty.sum()) == 0 and float(min_assignment_margin(torch.from_numpy(X)[None], ref.centers)) > 1e-6:
+            return C0
+    raise AssertionError("no tie-free seeding among the first 20")
+
+
+@pytest.mark.parametrize("name", ["blobs_d2", "blobs_d50", "iris"])
+def test_theorem_model_is_sklearn_lloyd(name):
+    X, k = _datasets()[name]
+    steps = 8
+    C0 = _tie_free_seeding(X, k, steps)
+
+    est = TransformerKMeans(k, model="theorem", init=C0, steps=steps).fit(X)
+    km = KMeans(k, init=C0, n_init=1, algorithm="lloyd", max_iter=steps, tol=0).fit(X)
+    np.testing.assert_array_equal(est.labels_, km.labels_)
+    np.testing.assert_allclose(est.cluster_centers_, km.cluster_centers_, rtol=1e-12, atol=1e-12 * np.abs(X).max())
+    np.testing.assert_allclose(est.inertia_, km.inertia_, rtol=1e-12)
+    assert est.n_iter_ == steps and est.cluster_centers_.dtype == np.float64
+    # the theorem model runs on the data as given
+    assert est.domain_map_.pca is None and est.domain_map_.scale == 1.0 and not est.domain_map_.shift.any()
+
+
+def test_predict_transform_score_agree_with_kmeans_formulas():
+    X, k = _datasets()["blobs_d2"]
+    est = TransformerKMeans(k, model="theorem", random_state=0).fit(X)
+    D = est.transform(X)
+    np.testing.assert_allclose(D, euclidean_distances(X, est.cluster_centers_), rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(est.predict(X), D.argmin(axis=1))
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    assert est.score(X) == pytest.approx(-est.inertia_, rel=1e-12)
+    np.testing.assert_array_equal(TransformerKMeans(k, model="theorem", random_state=0).fit_predict(X), est.labels_)
+
+
+# ----------------------------------------------------------------------------- the map into the domain
+def _sklearn_inertia(X, centers, labels):
+    return float(((X - centers[labels]) ** 2).sum())
+
+
+def test_isotropic_map_is_invertible_and_padding_keeps_distances():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 5)) * [1.0, 10.0, 0.1, 3.0, 1e3] + 50.0
+    est = TransformerKMeans(4, random_state=0).fit(X)
+    dm = est.domain_map_
+    assert dm.pca is None and dm.width == 32 and dm.reduced == 5
+    Z = dm.to_model(X)
+    # into [0, 1]^32: the widest feature spans [0, 1] exactly, the padding is zero
+    assert Z.shape == (120, 32) and Z.min() == 0.0 and Z.max() == pytest.approx(1.0, abs=1e-15)
+    assert not Z[:, 5:].any()
+    assert dm.scale == pytest.approx(np.ptp(X, axis=0).max())
+    # exactly invertible (up to rounding): points and centres come back
+    np.testing.assert_allclose(dm.to_user(Z), X, rtol=1e-13, atol=1e-13 * np.abs(X).max())
+    C = est.cluster_centers_
+    np.testing.assert_allclose(dm.to_user(dm.to_model(C)), C, rtol=1e-13, atol=1e-13 * np.abs(X).max())
+    # distances change by the one factor 1 / scale (padding changes none)
+    np.testing.assert_allclose(euclidean_distances(Z) * dm.scale, euclidean_distances(X), rtol=1e-9, atol=1e-9)
+    # inertia in the user's space: sklearn's formula, and the model's domain times scale ** 2
+    assert est.inertia_ == pytest.approx(_sklearn_inertia(X, C, est.labels_), rel=1e-12)
+    in_domain = kmtlib.kmeans_objective(torch.from_numpy(Z)[None], torch.from_numpy(dm.to_model(C))[None])
+    assert est.inertia_ == pytest.approx(float(in_domain) * dm.scale**2, rel=1e-10)
+    np.testing.assert_array_equal(est.labels_, est.predict(X))
+
+
+def test_high_dimensional_data_go_through_pca():
+    X, _ = make_blobs(150, n_features=60, centers=3, random_state=4)
+    est = TransformerKMeans(3, random_state=0).fit(X)
+    dm = est.domain_map_
+    assert dm.pca is not None and dm.pca.n_components_ == 32 and dm.reduced == dm.width == 32
+    # centres and inertia in the original 60-dimensional space
+    C = est.cluster_centers_
+    assert C.shape == (3, 60)
+    assert est.inertia_ == pytest.approx(_sklearn_inertia(X, C, est.labels_), rel=1e-12)
+    # the centres lie in the PCA subspace, so they map there and back
+    np.testing.assert_allclose(dm.to_user(dm.to_model(C)), C, rtol=1e-10, atol=1e-10 * np.abs(X).max())
+    # original inertia = inertia in the domain (times scale ** 2) + what the PCA leaves out
+    Z = dm.to_model(X)
+    residual = float(((X - dm.to_user(Z)) ** 2).sum())
+    in_domain = kmtlib.kmeans_objective(torch.from_numpy(Z)[None], torch.from_numpy(dm.to_model(C))[None])
+    assert est.inertia_ == pytest.approx(float(in_domain) * dm.scale**2 + residual, rel=1e-9)
+    # the three blobs are found
+    assert len(np.unique(est.labels_)) == 3
+
+
+@pytest.mark.parametrize(("d", "pca", "reduced"), [(3, False, 3), (32, False, 32), (40, True, 32)])
+def test_which_map_each_dimension_gets(d, pca, reduced):
+    """d < 32: zero padding; d = 32: the isotropic map alone; d > 32: PCA to 32 components
+    (fewer where there are fewer points: then the PCA loses nothing)."""
+    X = np.random.default_rng(d).normal(size=(50, d))
+    dm = TransformerKMeans(2, random_state=0).fit(X).domain_map_
+    assert (dm.pca is not None) == pca and dm.reduced == reduced and dm.width == 32
+    small = TransformerKMeans(2, random_state=0).fit(X[:10]).domain_map_
+    assert small.reduced == (min(d, 10) if pca else d)
+
+
+def test_map_of_constant_data():
+    dm = DomainMap.fit(np.full((4, 3), 7.0), width=32)
+    assert dm.scale == 1.0 and not dm.to_model(np.full((1, 3), 7.0)).any()
+
+
+def test_float32_data_keep_their_dtype():
+    X = _datasets()["blobs_d2"][0].astype(np.float32)
+    for model in ("theorem", "learned"):
+        est = TransformerKMeans(4, model=model, random_state=0).fit(X)
+        assert est.cluster_centers_.dtype == np.float32 and est.transform(X).dtype == np.float32
+
+
+# ----------------------------------------------------------------------------- errors
+X_SMALL = np.random.default_rng(5).normal(size=(40, 3))
+
+
+def test_wrong_model_path(tmp_path):
+    with pytest.raises(ValueError, match="neither 'learned', 'theorem' nor the path"):
+        TransformerKMeans(2, model=str(tmp_path / "missing.pt")).fit(X_SMALL)
+    with pytest.raises(ValueError, match="neither"):
+        TransformerKMeans(2, model="lerned").fit(X_SMALL)
+    with pytest.raises(ValueError, match="model must be"):
+        TransformerKMeans(2, model=3).fit(X_SMALL)
+
+
+def test_model_of_one_fixed_k(tmp_path):
+    fixed = KMeansTransformer.trainable(d=32, k=4)
+    assert not fixed.config.reads_any_k
+    with pytest.raises(ValueError, match="supports k=4 clusters only, but n_clusters=3"):
+        TransformerKMeans(3, model=fixed).fit(X_SMALL)
+    path = fixed.save(tmp_path / "k4.pt")
+    with pytest.raises(ValueError, match="supports k=4 clusters only"):
+        TransformerKMeans(3, model=path).fit(X_SMALL)
+    # the right k runs (any d: a trained model gets the map into its domain)
+    assert TransformerKMeans(4, model=str(path), random_state=0).fit(X_SMALL).cluster_centers_.shape == (4, 3)
+
+
+def test_fixed_weight_model_of_another_d():
+    with pytest.raises(ValueError, match="fixed weights for d=5 features but X has 3"):
+        TransformerKMeans(2, model=KMeansTransformer.from_theorem(5, 2)).fit(X_SMALL)
+
+
+def test_given_model_is_copied_not_changed():
+    model = pretrained_model().train()
+    TransformerKMeans(3, model=model, random_state=0).fit(X_SMALL)
+    assert model.training
+
+
+def test_bad_init_and_data():
+    with pytest.raises(ValueError, match=r"init must have shape \(n_clusters, n_features\) = \(2, 3\), got \(2, 4\)"):
+        TransformerKMeans(2, init=np.zeros((2, 4))).fit(X_SMALL)
+    with pytest.raises(ValueError, match="init must be one of"):
+        TransformerKMeans(2, init="kmeans").fit(X_SMALL)
+    with pytest.raises(ValueError, match="n_samples=40 should be >= n_clusters=41"):
+        TransformerKMeans(41).fit(X_SMALL)
+    with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+        TransformerKMeans(2, steps=-1).fit(X_SMALL)
+    bad = X_SMALL.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        TransformerKMeans(2).fit(bad)
+    est = TransformerKMeans(2, random_state=0).fit(X_SMALL)
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict(bad)
+    with pytest.raises(ValueError, match="3 features"):
+        est.predict(X_SMALL[:, :2])
+
+
+def test_init_array_with_n_init_warns_and_runs_once():
+    C0 = X_SMALL[:2]
+    with pytest.warns(RuntimeWarning, match="performing only one init"):
+        est = TransformerKMeans(2, model="theorem", init=C0, n_init=3).fit(X_SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref = TransformerKMeans(2, model="theorem", init=C0).fit(X_SMALL)
+    np.testing.assert_array_equal(est.cluster_centers_, ref.cluster_centers_)
+
+
+# ----------------------------------------------------------------------------- randomness
+@pytest.mark.parametrize("model", ["theorem", "learned"])
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_same_random_state_same_result(model, init):
+    X = _datasets()["blobs_d2"][0]
+    a = TransformerKMeans(4, model=model, init=init, n_init=3, random_state=7).fit(X)
+    b = TransformerKMeans(4, model=model, init=init, n_init=3, random_state=7).fit(X)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == b.inertia_
+    c = TransformerKMeans(4, model=model, init=init, n_init=3, random_state=np.random.RandomState(7)).fit(X)
+    np.testing.assert_array_equal(a.cluster_centers_, c.cluster_centers_)
+
+
+def test_n_init_keeps_the_best_run():
+    """With init="random" the first of n_init seedings is the single seeding of the same random
+    state (the k-subsets are drawn task by task), so more seedings can only lower the inertia."""
+    X = load_iris().data
+    one = TransformerKMeans(3, model="theorem", init="random", random_state=1).fit(X)
+    many = TransformerKMeans(3, model="theorem", init="random", n_init=6, random_state=1).fit(X)
+    assert many.inertia_ <= one.inertia_
+    # steps=0 returns the seeding itself: k distinct data points
+    seeds = TransformerKMeans(3, model="theorem", init="random", steps=0, random_state=1).fit(X)
+    assert seeds.n_iter_ == 0 and all((c == X).all(axis=1).any() for c in seeds.cluster_centers_)
+
+
+# ----------------------------------------------------------------------------- devices
+@requires_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("model", ["theorem", "learned"])
+def test_cuda_matches_cpu(model):
+    X, k = _datasets()["blobs_d2"]
+    cpu = TransformerKMeans(k, model=model, random_state=0, n_init=2).fit(X)
+    gpu = TransformerKMeans(k, model=model, random_state=0, n_init=2, device="cuda").fit(X)
+    # the same seeding (drawn on the CPU), the same clustering up to the device's rounding
+    np.testing.assert_array_equal(cpu.labels_, gpu.labels_)
+    np.testing.assert_allclose(cpu.cluster_centers_, gpu.cluster_centers_, rtol=1e-4, atol=1e-4 * np.abs(X).max())
