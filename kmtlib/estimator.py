@@ -177,11 +177,24 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     uniform: :data:`kmtlib.EMPTY_RULES`, ``"mean"``), ``KMeans`` relocates it to the point farthest
     from its centre. (``KMeans`` also stops early at a fixed point, which changes nothing.)
 
-    The trained model's centres: with d < 32 the layer may move the centres out of the data's
-    coordinates into the padding; they are projected back onto the data's coordinates after
+    The trained model's space (:class:`DomainMap`): the data are scaled by one number into
+    [0, 1]^32, so nearest centres are unchanged and squared distances differ by one factor.
+    With d < 32 they are padded with zeros; the layer may move the centres out of the data's
+    coordinates into the padding, so they are projected back onto the data's coordinates after
     every step (``||x - c||^2`` for a point x with zero padding is its data part plus a term of
     the centre alone, which would otherwise make the model's nearest centre differ from the
-    user's). Its labels are thus the nearest centres in the user's space, as for every model.
+    user's). With d > 32 the model sees the top 32 principal components of the training data
+    (centred), and runs on that projection; the centres are mapped back through the PCA into the
+    original space (where they lie in the 32-dimensional affine subspace of the projection), the
+    labels are the nearest of those centres (the same as in the projection: the part of a point
+    outside the subspace is at the same distance from every centre), and the inertia is that of
+    the original space (the inertia of the projection plus the variance the PCA leaves out).
+    So for every model ``labels_ == predict(X)`` and ``inertia_ == -score(X)``.
+
+    Quality: the trained layer was trained on 32-dimensional tasks of the paper's generator, and
+    its soft attention (gamma = 1) depends on the scale of the distances; data that fill fewer
+    coordinates, or that are far from its training distribution, may be clustered worse than
+    Lloyd's algorithm from the same seeding (``model="theorem"``) would.
     """
 
     def __init__(
