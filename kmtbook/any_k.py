@@ -24,6 +24,34 @@ import kmtlib
 from kmtlib import KMeansTransformer
 from kmtlib.equivariant import symmetrised
 
+from .shipped import ShippedRun, require_runs
+
+FORMS: dict[str, dict[str, object]] = {
+    "ones (w = 1)": {"embedding": "onehot", "cluster_broadcast": "ones", "loss_temperature_rule": "fixed"},
+    "mean (w = 1/k)": {"embedding": "onehot", "cluster_broadcast": "mean", "loss_temperature_rule": "fixed"},
+    "unit (w = 1/sqrt k)": {"embedding": "onehot", "cluster_broadcast": "unit", "loss_temperature_rule": "fixed"},
+    "ones, loss temperature per k": {
+        "embedding": "onehot", "cluster_broadcast": "ones", "loss_temperature_rule": "log_k",
+    },
+    "random codes (m = 32)": {"embedding": "codes", "code_width": 32},
+}
+"""The parametrisations chapter 12 compares, by name: the training options that tell their runs
+apart (``scripts/train_any_k.sh`` with ``FORM`` unset, ``mean``, ``unit``, ``logloss``, ``codes``)."""
+
+
+def form_runs(folder, **config) -> dict[str, ShippedRun]:
+    """The first run (in the paper's seed order) of every parametrisation of :data:`FORMS` under
+    ``folder`` whose training configuration also has the values ``config``; ``FileNotFoundError``
+    naming the folder and the form where one is missing."""
+    out = {}
+    for form, options in FORMS.items():
+        options = dict(options)
+        embedding = str(options.pop("embedding"))
+        runs = require_runs(embedding, folder, max_runs=1, **options, **config)
+        out[form] = runs[0]
+    return out
+
+
 POLISH_STEPS = 100
 """Lloyd steps of the polish: enough for every task of the chapter to reach a fixed point
 (:func:`fair_test` records how many did not)."""
@@ -41,17 +69,31 @@ def _log_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     return kmtlib.kmeans_objective(X, C).log()
 
 
+def renumbered(C0: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``C0`` (B, k, d) with the centres of every task in a random order of their own."""
+    B, k, d = C0.shape
+    order = torch.stack([torch.randperm(k, generator=generator) for _ in range(B)]).to(C0.device)
+    return torch.gather(C0, 1, order.unsqueeze(-1).expand(B, k, d))
+
+
+def renumbering_change(
+    model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, generator: torch.Generator, batch: int = 32
+) -> float:
+    """The mean absolute per-task change of the final log objective when the initial centres are
+    renumbered (0 for a layer that cannot tell the numbering, up to the order of float sums)."""
+    as_given = _log_objective(X, _batched(model, X, C0, steps, batch))
+    permuted = _log_objective(X, _batched(model, X, renumbered(C0, generator), steps, batch))
+    return float((as_given - permuted).abs().mean())
+
+
 def permutation_test(
     model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, generator: torch.Generator, batch: int = 32
 ) -> dict[str, float]:
     """The model from ``C0`` and from ``C0`` with its centres renumbered (one random permutation per
     task), and the symmetrised model from ``C0``: mean final log objectives and the mean absolute
     per-task change that the renumbering makes."""
-    B, k, d = C0.shape
-    order = torch.stack([torch.randperm(k, generator=generator) for _ in range(B)]).to(C0.device)
-    renumbered = torch.gather(C0, 1, order.unsqueeze(-1).expand(B, k, d))
     as_given = _log_objective(X, _batched(model, X, C0, steps, batch))
-    permuted = _log_objective(X, _batched(model, X, renumbered, steps, batch))
+    permuted = _log_objective(X, _batched(model, X, renumbered(C0, generator), steps, batch))
     averaged = _log_objective(X, _batched(symmetrised(model).eval(), X, C0, steps, batch))
     return {
         "as_trained": float(as_given.mean()),
@@ -207,11 +249,15 @@ def training_range_note(k_min: int, k_max: int, held_out: Sequence[int]) -> str:
 
 
 __all__ = [
+    "FORMS",
     "POLISH_STEPS",
     "FairTest",
     "fair_test",
+    "form_runs",
     "forms_test",
     "layer_mean",
     "permutation_test",
+    "renumbered",
+    "renumbering_change",
     "training_range_note",
 ]

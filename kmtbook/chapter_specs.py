@@ -147,6 +147,8 @@ SPECS: dict[str, ChapterSpec] = {
             "12_any_k",
             {
                 "weights_dir": option(str),
+                "forms_dir": option(str),
+                "form_tasks": size(int, quick=4, book=32, paper=320, minimum=1),
                 "n_tasks": size(int, quick=8, book=32, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=1),
                 "k_largest": size(int, quick=16, book=64, paper=64, minimum=4, maximum=64),

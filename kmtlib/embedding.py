@@ -115,9 +115,9 @@ class CodeEmbedding(Embedding):
     ids are exactly). Renumbering the centres then changes nothing a layer can learn to rely on.
 
     In training mode the codes are drawn from :attr:`generator` when one is set (the trainer sets
-    its data stream, so every step sees new codes); otherwise, and always in ``model.eval()``, from
-    a generator seeded with ``seed`` at every call, so that the same tasks get the same codes and
-    the model gives the same numbers every time.
+    its data stream, so every task of every step sees new codes). Otherwise, and always in
+    ``model.eval()``, every task gets the same k codes, drawn from a generator seeded with ``seed``
+    at every call: the same task gives the same numbers every time, whatever else is in its batch.
     """
 
     name = "codes"
@@ -134,12 +134,14 @@ class CodeEmbedding(Embedding):
 
     def codes(self, B: int, k: int, like: torch.Tensor) -> torch.Tensor:
         """Codes (B, k, m) for ``B`` tasks of ``k`` centres, in ``like``'s dtype and device."""
-        g = self.generator if self.training else None
-        if g is None:
-            g = torch.Generator(device=like.device)
-            g.manual_seed(self.seed)
-        shape = (B, k, self.code_width)
-        return torch.randn(shape, generator=g, dtype=like.dtype, device=like.device) / self.code_width**0.5
+        scale = self.code_width**-0.5
+        if self.training and self.generator is not None:
+            return torch.randn((B, k, self.code_width), generator=self.generator, dtype=like.dtype,
+                               device=like.device) * scale  # fmt: skip
+        g = torch.Generator(device=like.device)
+        g.manual_seed(self.seed)
+        fixed = torch.randn((k, self.code_width), generator=g, dtype=like.dtype, device=like.device) * scale
+        return fixed.expand(B, k, self.code_width)
 
     def embed(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         (B, n, _), k = X.shape, C.shape[1]

@@ -66,7 +66,7 @@ def test_a_broadcast_is_saved_with_the_model_and_old_files_read_as_ones(tmp_path
     assert loaded.config.cluster_broadcast == "mean"
     X, C0 = _tasks(2, 30, 3, 7)
     assert torch.equal(loaded(X, C0, steps=2).centers, model(X, C0, steps=2).centers)
-    shipped = kmtlib.load_model("data/weights_any_k/onehot_anyk_seed153476998/model.pt")
+    shipped = kmtlib.load_model("data/weights_any_k_forms/onehot_anyk_seed153476998/model.pt")
     assert shipped.config.cluster_broadcast == "ones"
     with pytest.raises(ValueError, match="any_k=True"):
         KMeansTransformer.trainable(3, 5, cluster_broadcast="unit")
@@ -81,7 +81,12 @@ def test_a_layer_with_cluster_codes_runs_at_any_k_and_repeats_itself_in_eval():
         assert out.centers.shape == (3, 3, k, 3)
         assert torch.equal(model(X, C0, steps=2).centers, out.centers)
     codes = model.embedding.codes(2, 9, C0)
-    assert codes.shape == (2, 9, 5) and not torch.equal(codes[0], codes[1])  # (a code per centre and task)
+    assert codes.shape == (2, 9, 5) and torch.equal(codes[0], codes[1])  # (in eval: the same codes for every task)
+    assert torch.linalg.matrix_rank(codes[0]) == 5  # (nine different codes in five dimensions)
+    # a task's result does not depend on the rest of its batch
+    X, C0 = _tasks(3, 30, 3, 6, seed=2)
+    torch.testing.assert_close(model(X[1:2], C0[1:2], steps=2).centers, model(X, C0, steps=2).centers[1:2],
+                               rtol=0, atol=1e-12)  # fmt: skip
     with pytest.raises(ValueError, match="code_width"):
         KMeansTransformer.trainable(3, 4, embedding="codes")
     with pytest.raises(ValueError, match="code_width"):
@@ -93,8 +98,9 @@ def test_codes_come_from_the_generator_only_in_training_mode():
     C = torch.zeros(1, 3, 2)
     fixed = embedding.codes(1, 3, C)
     embedding.generator = torch.Generator().manual_seed(99)
-    fresh = embedding.codes(1, 3, C)
-    assert not torch.equal(fresh, fixed) and not torch.equal(embedding.codes(1, 3, C), fresh)
+    fresh = embedding.codes(2, 3, C)
+    assert not torch.equal(fresh[0], fixed[0]) and not torch.equal(fresh[0], fresh[1])  # (a code per task)
+    assert not torch.equal(embedding.codes(2, 3, C), fresh)
     embedding.training = False
     assert torch.equal(embedding.codes(1, 3, C), fixed)
 
