@@ -34,6 +34,7 @@ from sklearn.decomposition import PCA
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .device import resolve_device
 from .init import init_centers
 from .objective import assignment_cost, nearest_center, squared_distances
@@ -41,6 +42,11 @@ from .transformer import KMeansTransformer, load_model
 
 PRETRAINED_ANY_K = "any_k_codes.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""
+
+READOUTS: tuple[str, ...] = ("means", "layer")
+"""How a trained model's clustering is read out: ``"means"`` (every centre moved to the mean of the
+points nearest to it: one hard k-means step, the step Theorem 2.1's layer makes) or ``"layer"``
+(the centres as the last trained step left them)."""
 
 INITS: tuple[str, ...] = ("k-means++", "random")
 """The seeding methods by name (scikit-learn's spelling); an array of centres is also accepted."""
@@ -65,14 +71,15 @@ class DomainMap:
     """The map from the user's space (d features) to a trained model's domain (D coordinates)
     and back: optionally a PCA (d > D), then one isotropic affine map, then zero padding.
 
-    ``to_model(x) = pad((pca(x) - shift) / scale)``, where ``shift`` is the per-coordinate minimum
-    and ``scale`` the largest per-coordinate range of the (projected) training data, so that the
-    data lie in [0, 1]^D as the training tasks do (their largest coordinate spans [0, 1] exactly).
-    One scalar for all coordinates: distances are multiplied by ``1 / scale`` and nothing else,
-    so nearest centres are unchanged and squared distances (inertia) map back by ``scale ** 2``.
-    Zero padding (d < D) changes no distance. The PCA (d > D: the top D principal directions
-    after centring, fitted on the training data) keeps the distances within its subspace; a
-    centre ``c`` mapped back lies in the affine subspace through the mean, so
+    ``to_model(x) = pad((pca(x) - shift) / scale)``: the mean of the (projected) training data goes
+    to 0.5 in every coordinate and its total variance (the mean squared distance of the points to
+    their mean) to 1.6, about that of the paper's tasks, the same map
+    (:func:`kmtlib.broad_tasks.spread_normalise`) as the broad training tasks of the shipped layer
+    went through. One scalar for all coordinates: distances are multiplied by ``1 / scale`` and
+    nothing else, so nearest centres are unchanged and squared distances (inertia) map back by
+    ``scale ** 2``. Zero padding (d < D) changes no distance. The PCA (d > D: the top D principal
+    directions after centring, fitted on the training data) keeps the distances within its
+    subspace; a centre ``c`` mapped back lies in the affine subspace through the mean, so
     ``||x - c||^2 = ||pca(x) - pca(c)||^2 + ||residual of x||^2`` and the nearest centre of a
     point is the same in both spaces; the inertia reported is that of the original space.
 
@@ -92,17 +99,18 @@ class DomainMap:
 
     @classmethod
     def fit(cls, X: np.ndarray, width: int) -> DomainMap:
-        """The map of training data ``X`` (n, d) into [0, 1]^width."""
+        """The map of training data ``X`` (n, d) into the trained layer's domain (width D)."""
         n, d = X.shape
         pca = None
         if d > width:
             # svd_solver="full": deterministic, no random state to thread through
             pca = PCA(n_components=min(width, n), svd_solver="full").fit(X)
             X = pca.transform(X)
-        shift = X.min(axis=0)
-        span = float((X.max(axis=0) - shift).max())
+        mean = X.mean(axis=0)
+        total = float(((X - mean) ** 2).sum(axis=1).mean())
         # (all points equal: nothing to scale)
-        return cls(d, width, shift, span if span > 0 else 1.0, pca)
+        scale = float(np.sqrt(total / TARGET_TOTAL_VARIANCE)) if total > 0 else 1.0
+        return cls(d, width, mean - CENTRE * scale, scale, pca)
 
     @property
     def reduced(self) -> int:
@@ -137,6 +145,20 @@ def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, floa
     return labels[0].numpy().astype(np.int64), float(assignment_cost(Xt, Ct, labels)[0])
 
 
+def cluster_means(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """Every centre moved to the mean of the points nearest to it (float64); a centre nearest to
+    no point stays where it is. One hard k-means step: the read-out ``readout="means"``."""
+    labels, _ = labels_inertia(X, centers)
+    k = centers.shape[0]
+    counts = np.bincount(labels, minlength=k)
+    sums = np.zeros_like(centers, dtype=np.float64)
+    np.add.at(sums, labels, X)
+    filled = counts > 0
+    out = np.array(centers, dtype=np.float64)
+    out[filled] = sums[filled] / counts[filled, None]
+    return out
+
+
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
     """k-means clustering by a k-means transformer, with scikit-learn's ``KMeans`` interface.
 
@@ -156,6 +178,12 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             through the model in one batched call. With an array ``init``, only 1 is meaningful
             (another value warns and uses 1, as ``KMeans``).
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
+        readout: for a trained model, how its clustering is read out: ``"means"`` (default): after
+            the T trained steps every centre moves to the mean of the training points nearest to it
+            (one hard k-means step in float64, the step of Theorem 2.1's layer, so that centres and
+            labels agree as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
+            the centres as the trained steps leave them (soft attention puts them between their
+            points and the others'). A fixed-weight model's centres are already means: it ignores this.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
             torch generator of the seeding is seeded from it, so the same state gives the same result.
         device: ``"cpu"`` or ``"cuda"`` (``"auto"`` and ``"cuda:N"`` as :func:`kmtlib.resolve_device`).
@@ -205,6 +233,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         init: str | np.ndarray = "k-means++",
         n_init: int = 1,
         steps: int = 20,
+        readout: str = "means",
         random_state: int | np.random.RandomState | None = None,
         device: str = "cpu",
     ) -> None:
@@ -213,6 +242,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.init = init
         self.n_init = n_init
         self.steps = steps
+        self.readout = readout
         self.random_state = random_state
         self.device = device
 
@@ -225,6 +255,8 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
         if n_samples < self.n_clusters:
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
+        if not isinstance(self.readout, str) or self.readout not in READOUTS:
+            raise ValueError(f"readout must be one of {', '.join(map(repr, READOUTS))}, got {self.readout!r}")
         n_init = int(self.n_init)
         if isinstance(self.init, str):
             if self.init not in INITS:
@@ -292,7 +324,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             final = self._run(model, Xm, C0m, steps, domain.reduced).to(device="cpu", dtype=torch.float64)
 
         # back to the user's space; keep the seeding of lowest inertia
-        runs = [domain.to_user(c).astype(X.dtype, copy=False) for c in final.numpy()]
+        runs = [domain.to_user(c) for c in final.numpy()]
+        if model.config.trainable and self.readout == "means":
+            runs = [cluster_means(X64, c) for c in runs]
+        runs = [c.astype(X.dtype, copy=False) for c in runs]
         scores = [labels_inertia(X, c) for c in runs]
         best = int(np.argmin([inertia for _, inertia in scores]))
         self.cluster_centers_ = runs[best]

@@ -61,6 +61,7 @@ import contextlib
 import csv
 import ctypes
 import dataclasses
+import hashlib
 import io
 import json
 import math
@@ -79,6 +80,7 @@ import numpy as np
 import torch
 
 from ._checks import check_choice, check_int, check_positive_float
+from .broad_tasks import sample_broad_tasks
 from .device import resolve_device
 from .embedding import CodeEmbedding
 from .equivariant import BROADCASTS
@@ -111,6 +113,10 @@ PAPER_SEEDS: tuple[int, ...] = (
 """The ten training seeds of the paper's runs (the authors' ``expt-run.sh``)."""
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+TASK_FAMILIES: tuple[str, ...] = ("paper", "broad")
+"""The training task distributions: the paper's (:func:`kmtlib.sample_tasks` with ``family`` and
+``scale``) or the broad family of :func:`kmtlib.broad_tasks.sample_broad_tasks`."""
 
 LOSS_TEMPERATURE_RULES: tuple[str, ...] = ("fixed", "log_k")
 """How the loss inverse temperature depends on a batch's k (:meth:`TrainConfig.loss_inv_temp_at`)."""
@@ -145,6 +151,8 @@ class TrainConfig:
     cluster_broadcast: str = "ones"
     loss_temperature_rule: str = "fixed"
     code_width: int = 0
+    tasks: str = "paper"
+    init_from: str = ""
 
     @property
     def mixed_k(self) -> bool:
@@ -207,6 +215,11 @@ class TrainConfig:
         check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
         check_choice("loss_temperature_rule", self.loss_temperature_rule, LOSS_TEMPERATURE_RULES)
         check_int("code_width", self.code_width, minimum=0)
+        check_choice("tasks", self.tasks, TASK_FAMILIES)
+        if not isinstance(self.init_from, str):
+            raise TypeError(f"init_from must be the path of a saved model or '', got {self.init_from!r}")
+        if self.tasks == "broad" and self.family != "normal":
+            raise ValueError("tasks='broad' draws its own noise: family must stay 'normal'")
         if (self.embedding == "codes") != (self.code_width > 0):
             raise ValueError(f"embedding={self.embedding!r} with code_width={self.code_width}: "
                              "'codes' needs a code width >= 1, the other embeddings none")  # fmt: skip
@@ -374,7 +387,13 @@ def _sample(
     """One batch of training or validation tasks (B, n, d) of the run's distribution (mixtures of
     ``k`` components; default the run's k)."""
     k = config.k if k is None else k
-    X = sample_tasks(config.batch, config.n, config.d, k, config.family, config.scale, g, device=device, dtype=dtype)
+    X: torch.Tensor | tuple[torch.Tensor, Any]
+    if config.tasks == "broad":
+        X = sample_broad_tasks(config.batch, config.n, config.d, k, g, device=device, dtype=dtype)
+    else:
+        X = sample_tasks(
+            config.batch, config.n, config.d, k, config.family, config.scale, g, device=device, dtype=dtype
+        )
     assert isinstance(X, torch.Tensor)  # (without return_mixture: the points alone)
     return X
 
@@ -646,6 +665,8 @@ def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[s
         any_k=config.mixed_k and config.embedding == "onehot", cluster_broadcast=config.cluster_broadcast,
         code_width=config.code_width, generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
     )
+    if config.init_from:
+        _warm_start(model, config.init_from)
     model.train()
     generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
     model.layer.generator = generators["dropout"]
@@ -656,6 +677,29 @@ def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[s
         optimizer, mode="min", factor=config.lr_factor, patience=config.lr_patience
     )
     return _TrainingState(model, optimizer, scheduler, generators)
+
+
+def _sha256(path: str) -> str | None:
+    """The SHA-256 of a file (None when it is gone), for the manifest's record of a warm start."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _warm_start(model: KMeansTransformer, path: str) -> None:
+    """Start from the weights of the model saved in ``path`` (same layer shape and embedding)."""
+    try:
+        source = load_model(path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"init_from {path!r}: cannot be read as a saved model: {exc}") from None
+    ours, theirs = model.state_dict(), source.state_dict()
+    if ours.keys() != theirs.keys() or any(ours[name].shape != theirs[name].shape for name in ours):
+        raise ValueError(
+            f"init_from {path!r}: its layer ({source.config.origin}, d={source.d}) does not have the shape of "
+            f"this run's layer (d={model.d}, embedding and widths as configured)"
+        )
+    model.load_state_dict(theirs)
 
 
 @dataclass
@@ -680,7 +724,9 @@ def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
     ]
 
 
-_OPTIONS_ADDED_LATER: frozenset[str] = frozenset({"cluster_broadcast", "loss_temperature_rule", "code_width"})
+_OPTIONS_ADDED_LATER: frozenset[str] = frozenset(
+    {"cluster_broadcast", "loss_temperature_rule", "code_width", "tasks", "init_from"}
+)
 """Training options that runs written before them do not record (they ran with the default)."""
 
 
@@ -1228,6 +1274,7 @@ def _train_locked(
             "config": dataclasses.asdict(config),
             "seed": config.seed,
             "derived_seeds": seeds,
+            **({"init_from_sha256": _sha256(config.init_from)} if config.init_from else {}),
             "steps": step,
             "kmtlib_version": __version__,
             **source,
@@ -1377,6 +1424,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--code-width", type=int, default=d.code_width, dest="code_width",
         help="--embedding codes: the width of the random cluster codes drawn per task (default %(default)s)",
+    )
+    p.add_argument(
+        "--tasks", choices=TASK_FAMILIES, default=d.tasks,
+        help="training tasks: the paper's mixtures or the broad family of kmtlib.broad_tasks (default %(default)s)",
+    )
+    p.add_argument(
+        "--init-from", default=d.init_from, dest="init_from",
+        help="start from the weights of this saved model (same layer shape) instead of a random initialisation",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
     return p

@@ -17,6 +17,12 @@
 #   FORM=codes   --embedding codes --code-width 32 (dense maps; random cluster codes drawn per task)
 # The default (no FORM) is the form of the shipped layers, "ones".
 #
+# TASKS=broad trains on the broad family of kmtlib.broad_tasks (run folder ..._broad_...) and
+# INIT_FROM=model.pt starts from a saved layer's weights (folder ..._warm_...), with LR (default
+# 0.01) as the learning rate: the broadly trained layer of TransformerKMeans (chapter 13) is
+#   FORM=codes K_MAX=32 HELD_OUT=5,9,13,24 TASKS=broad LR=0.002 STEPS=6000 \
+#   INIT_FROM=data/weights_any_k/codes_anyk_k2to32_seed153476998/model.pt scripts/train_any_k.sh
+#
 # Usage:  scripts/train_any_k.sh
 #         STEPS=3000 SEEDS="153476998" scripts/train_any_k.sh
 #         STEPS=3000 SEEDS="153476998" FORM=unit scripts/train_any_k.sh
@@ -35,6 +41,9 @@ FORM=${FORM:-}
 K_MIN=${K_MIN:-2}
 K_MAX=${K_MAX:-16}
 HELD_OUT=${HELD_OUT:-5,9,13}
+TASKS=${TASKS:-paper}
+INIT_FROM=${INIT_FROM:-}
+LR=${LR:-0.01}
 case "$FORM" in
   "") form_options=(); prefix="onehot_anyk" ;;
   mean|unit) form_options=(--cluster-broadcast "$FORM"); prefix="onehot_anyk_$FORM" ;;
@@ -42,6 +51,9 @@ case "$FORM" in
   codes) form_options=(--embedding codes --code-width 32); prefix="codes_anyk" ;;
   *) echo "unknown FORM=$FORM (mean, unit, logloss or codes)" >&2; exit 2 ;;
 esac
+task_options=(--tasks "$TASKS")
+if [ "$TASKS" = broad ]; then prefix="${prefix}_broad"; fi
+if [ -n "$INIT_FROM" ]; then task_options+=(--init-from "$INIT_FROM"); prefix="${prefix}_warm"; fi
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 
 mkdir -p "$OUT"
@@ -57,9 +69,9 @@ for seed in $SEEDS; do
   echo "$(date -Is) start $dir"
   if "$PYTHON" -m kmtlib.train \
     --d 32 --k 10 --n 512 --k-min "$K_MIN" --k-max "$K_MAX" --k-held-out "$HELD_OUT" --seed "$seed" \
-    --steps "$STEPS" --batch 32 --lr 0.01 --loss-inv-temp 10 --gamma 1 --dropout 0.01 \
+    --steps "$STEPS" --batch 32 --lr "$LR" --loss-inv-temp 10 --gamma 1 --dropout 0.01 \
     --family normal --eval-every 50 --val-batches 10 \
-    "${form_options[@]}" --device cpu --threads "$THREADS" --out "$dir" --resume >> "$dir.log" 2>&1; then
+    "${form_options[@]}" "${task_options[@]}" --device cpu --threads "$THREADS" --out "$dir" --resume >> "$dir.log" 2>&1; then
     echo "$(date -Is) done  $dir"
   else
     echo "$(date -Is) FAILED $dir (exit $?; see $dir.log)"

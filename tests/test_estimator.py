@@ -19,7 +19,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, pretrained_model
+from kmtlib.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
+from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, cluster_means, pretrained_model
 
 
 # ----------------------------------------------------------------------------- sklearn's own checks
@@ -27,6 +28,7 @@ from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, pretrained_model
     [
         TransformerKMeans(n_clusters=2, model="theorem", steps=5),
         TransformerKMeans(n_clusters=3, model="learned", steps=5),
+        TransformerKMeans(n_clusters=3, model="learned", steps=5, readout="layer"),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -103,14 +105,19 @@ def _sklearn_inertia(X, centers, labels):
 def test_isotropic_map_is_invertible_and_padding_keeps_distances():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(120, 5)) * [1.0, 10.0, 0.1, 3.0, 1e3] + 50.0
-    est = TransformerKMeans(4, random_state=0).fit(X)
+    est = TransformerKMeans(4, random_state=0, readout="layer").fit(X)
     dm = est.domain_map_
     assert dm.pca is None and dm.width == 32 and dm.reduced == 5
     Z = dm.to_model(X)
-    # into [0, 1]^32: the widest feature spans [0, 1] exactly, the padding is zero
-    assert Z.shape == (120, 32) and Z.min() == 0.0 and Z.max() == pytest.approx(1.0, abs=1e-15)
-    assert not Z[:, 5:].any()
-    assert dm.scale == pytest.approx(np.ptp(X, axis=0).max())
+    # the mean to 0.5 in the filled coordinates, the total variance to 1.6, the padding zero
+    assert Z.shape == (120, 32) and not Z[:, 5:].any()
+    np.testing.assert_allclose(Z[:, :5].mean(axis=0), CENTRE, rtol=0, atol=1e-12)
+    assert ((Z - Z.mean(axis=0)) ** 2).sum(axis=1).mean() == pytest.approx(TARGET_TOTAL_VARIANCE, rel=1e-12)
+    assert dm.scale == pytest.approx(np.sqrt(X.var(axis=0).sum() / TARGET_TOTAL_VARIANCE), rel=1e-12)
+    # the same map as the broad training tasks go through (kmtlib.broad_tasks.spread_normalise)
+    padded = torch.zeros(1, 120, 32, dtype=torch.float64)
+    padded[0, :, :5] = torch.from_numpy(X)
+    np.testing.assert_allclose(spread_normalise(padded, torch.tensor([5]))[0].numpy(), Z, rtol=0, atol=1e-12)
     # exactly invertible (up to rounding): points and centres come back
     np.testing.assert_allclose(dm.to_user(Z), X, rtol=1e-13, atol=1e-13 * np.abs(X).max())
     C = est.cluster_centers_
@@ -126,7 +133,7 @@ def test_isotropic_map_is_invertible_and_padding_keeps_distances():
 
 def test_high_dimensional_data_go_through_pca():
     X, _ = make_blobs(150, n_features=60, centers=3, random_state=4)
-    est = TransformerKMeans(3, random_state=0).fit(X)
+    est = TransformerKMeans(3, random_state=0, readout="layer").fit(X)
     dm = est.domain_map_
     assert dm.pca is not None and dm.pca.n_components_ == 32 and dm.reduced == dm.width == 32
     # centres and inertia in the original 60-dimensional space
@@ -142,6 +149,12 @@ def test_high_dimensional_data_go_through_pca():
     assert est.inertia_ == pytest.approx(float(in_domain) * dm.scale**2 + residual, rel=1e-9)
     # the three blobs are found
     assert len(np.unique(est.labels_)) == 3
+    # read out as means, the centres are the means of their clusters in the original space
+    means = TransformerKMeans(3, random_state=0).fit(X)
+    np.testing.assert_array_equal(means.labels_, est.labels_)
+    expected = np.stack([X[est.labels_ == j].mean(axis=0) for j in range(3)])
+    np.testing.assert_allclose(means.cluster_centers_, expected, rtol=1e-12, atol=1e-12 * np.abs(X).max())
+    assert means.inertia_ <= est.inertia_
 
 
 @pytest.mark.parametrize(("d", "pca", "reduced"), [(3, False, 3), (32, False, 32), (40, True, 32)])
@@ -157,7 +170,23 @@ def test_which_map_each_dimension_gets(d, pca, reduced):
 
 def test_map_of_constant_data():
     dm = DomainMap.fit(np.full((4, 3), 7.0), width=32)
-    assert dm.scale == 1.0 and not dm.to_model(np.full((1, 3), 7.0)).any()
+    Z = dm.to_model(np.full((1, 3), 7.0))
+    assert dm.scale == 1.0 and (Z[:, :3] == CENTRE).all() and not Z[:, 3:].any()
+
+
+def test_readout_means_is_one_hard_step_from_the_layer_centres():
+    """readout="means": the centres of readout="layer" moved to the means of their nearest points
+    (a centre nearest to none stays); the inertia can only fall. The theorem model ignores it."""
+    X = _datasets()["blobs_d2"][0]
+    layer = TransformerKMeans(4, random_state=1, readout="layer").fit(X)
+    means = TransformerKMeans(4, random_state=1).fit(X)
+    np.testing.assert_allclose(means.cluster_centers_, cluster_means(X, layer.cluster_centers_), rtol=0, atol=0)
+    assert means.inertia_ <= layer.inertia_
+    lonely = np.array([[0.0, 0.0], [1e6, 1e6]])
+    np.testing.assert_array_equal(cluster_means(np.zeros((3, 2)) + 1.0, lonely), [[1.0, 1.0], [1e6, 1e6]])
+    a = TransformerKMeans(4, model="theorem", random_state=1).fit(X)
+    b = TransformerKMeans(4, model="theorem", random_state=1, readout="layer").fit(X)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
 
 
 def test_float32_data_keep_their_dtype():
@@ -212,6 +241,8 @@ def test_bad_init_and_data():
         TransformerKMeans(41).fit(X_SMALL)
     with pytest.raises(ValueError, match="steps must be an integer >= 0"):
         TransformerKMeans(2, steps=-1).fit(X_SMALL)
+    with pytest.raises(ValueError, match="readout must be one of 'means', 'layer', got 'soft'"):
+        TransformerKMeans(2, readout="soft").fit(X_SMALL)
     bad = X_SMALL.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
