@@ -7,9 +7,11 @@ Two kinds of model run the clustering, chosen by ``model``:
   on the user's data as given (no map, any d, any scale the float64 squares allow).
 * ``"learned"`` (default): the single trained layer that reads any number of clusters (random
   cluster codes, :class:`~kmtlib.embedding.CodeEmbedding`), shipped with the package. It was
-  trained on tasks of dimension D = 32 rescaled to [0, 1] (:func:`kmtlib.sample_tasks`), so the
+  trained on synthetic tasks of width D = 32 (the broad family of
+  :func:`kmtlib.broad_tasks.sample_broad_tasks`, each task shifted and scaled as here), so the
   data are first mapped into that domain by :class:`DomainMap` (one isotropic affine map, zero
-  padding for d < D, PCA for d > D), and the centres mapped back.
+  padding for d < D, PCA for d > D), and the centres mapped back; its clustering is read out as
+  the means of its clusters (``readout``).
 
 Whatever the model, every reported number is in the user's own space: ``cluster_centers_``,
 ``labels_`` (the nearest of those centres), ``inertia_`` (the sum of squared distances to them),
@@ -40,7 +42,7 @@ from .init import init_centers
 from .objective import assignment_cost, nearest_center, squared_distances
 from .transformer import KMeansTransformer, load_model
 
-PRETRAINED_ANY_K = "any_k_codes.pt"
+PRETRAINED_ANY_K = "any_k_broad.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""
 
 READOUTS: tuple[str, ...] = ("means", "layer")
@@ -205,8 +207,9 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     uniform: :data:`kmtlib.EMPTY_RULES`, ``"mean"``), ``KMeans`` relocates it to the point farthest
     from its centre. (``KMeans`` also stops early at a fixed point, which changes nothing.)
 
-    The trained model's space (:class:`DomainMap`): the data are scaled by one number into
-    [0, 1]^32, so nearest centres are unchanged and squared distances differ by one factor.
+    The trained model's space (:class:`DomainMap`): the data are shifted and scaled by one number
+    (mean 0.5, total variance 1.6) into 32 coordinates, so nearest centres are unchanged and
+    squared distances differ by one factor.
     With d < 32 they are padded with zeros; the layer may move the centres out of the data's
     coordinates into the padding, so they are projected back onto the data's coordinates after
     every step (``||x - c||^2`` for a point x with zero padding is its data part plus a term of
@@ -219,10 +222,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     the original space (the inertia of the projection plus the variance the PCA leaves out).
     So for every model ``labels_ == predict(X)`` and ``inertia_ == -score(X)``.
 
-    Quality: the trained layer was trained on 32-dimensional tasks of the paper's generator, and
-    its soft attention (gamma = 1) depends on the scale of the distances; data that fill fewer
-    coordinates, or that are far from its training distribution, may be clustered worse than
-    Lloyd's algorithm from the same seeding (``model="theorem"``) would.
+    Quality: the trained layer learned from synthetic mixtures only (unequal, elongated, heavy-tailed
+    clusters in 1 to 32 coordinates); on data far from them it may cluster worse than Lloyd's
+    algorithm from the same seeding (``model="theorem"``). Chapter 13 of the book measures it
+    against ``KMeans`` on real data sets.
     """
 
     def __init__(

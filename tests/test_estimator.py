@@ -3,6 +3,9 @@ sklearn's KMeans, the map into the trained model's domain, errors and determinis
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import tomllib
 import warnings
 from importlib import resources
@@ -48,6 +51,19 @@ def test_pretrained_layer_is_package_data():
     assert "pretrained/*.pt" in pyproject["tool"]["setuptools"]["package-data"]["kmtlib"]
     model = pretrained_model()
     assert model.d == 32 and model.config.reads_any_k and model.config.trainable and not model.training
+
+
+def test_pretrained_layer_is_the_shipped_run_its_readme_names():
+    """Provenance: the packaged layer is byte for byte the model.pt of the broadly trained run its
+    README names, whose manifest says how it was trained."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "kmtlib" / "pretrained" / "README.md").read_text()
+    run = re.search(r"the run `(data/weights_any_k_broad/[\w]+)`", readme).group(1)
+    packaged = (resources.files("kmtlib") / "pretrained" / PRETRAINED_ANY_K).read_bytes()
+    assert packaged == (root / run / "model.pt").read_bytes()
+    assert hashlib.sha256(packaged).hexdigest() in readme
+    manifest = json.loads((root / run / "manifest.json").read_text())
+    assert manifest["config"]["tasks"] == "broad" and manifest["config"]["k_max"] == 32
 
 
 # ----------------------------------------------------------------------------- theorem = Lloyd = KMeans

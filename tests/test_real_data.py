@@ -1,0 +1,106 @@
+"""kmtbook.real_data: the data sets of chapter 13 and the comparison with scikit-learn's KMeans."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.cluster import KMeans
+
+from kmtbook.real_data import (
+    REAL_DATASETS,
+    S_SET_CLUSTERS,
+    best_of,
+    compare_on,
+    initial_centers,
+    load_real_dataset,
+    with_outliers,
+)
+
+EXPECTED = {  # (n, d, k, labelled), as their sources describe them
+    "iris": (150, 4, 3, True),
+    "wine": (178, 13, 3, True),
+    "breast_cancer": (569, 30, 2, True),
+    "digits": (1797, 64, 10, True),
+    "penguins": (342, 4, 3, True),
+    "R15": (600, 2, 15, True),
+    "D31": (3100, 2, 31, True),
+    "s1": (5000, 2, S_SET_CLUSTERS, False),
+    "s2": (5000, 2, S_SET_CLUSTERS, False),
+}
+
+
+@pytest.mark.parametrize("name", REAL_DATASETS)
+def test_every_data_set_loads_offline_with_its_shape(name):
+    data = load_real_dataset(name)
+    n, d, k, labelled = EXPECTED[name]
+    assert (data.n, data.d, data.k) == (n, d, k) and data.X.dtype == np.float64
+    assert np.isfinite(data.X).all()
+    assert (data.y is not None) == labelled
+    if labelled:
+        assert data.y.shape == (n,) and np.unique(data.y).size == k
+
+
+def test_benchmark_files_are_checked(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"R15\.csv"):
+        load_real_dataset("R15", tmp_path)
+    (tmp_path / "R15.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"R15\.csv: not a benchmark set"):
+        load_real_dataset("R15", tmp_path)
+    (tmp_path / "R15.csv").write_text("x,y,label\n1,nan,0\n")
+    with pytest.raises(ValueError, match=r"R15\.csv: the coordinates must be finite"):
+        load_real_dataset("R15", tmp_path)
+    with pytest.raises(ValueError, match="unknown data set 'moons'"):
+        load_real_dataset("moons")
+
+
+def test_the_theorem_model_is_lloyd_from_every_start():
+    """The theorem row equals KMeans to a fixed point from the same centres wherever Lloyd has
+    converged within the transformer's steps (iris converges in well under 100 iterations)."""
+    data = load_real_dataset("iris")
+    runs = compare_on(data, {"theorem": "theorem"}, starts=3, seed=4, steps=100)
+    theorem = runs[runs.method == "theorem"]
+    np.testing.assert_allclose(theorem.ratio, 1.0, rtol=1e-12)
+    assert set(runs.seeding) == {"random", "k-means++"} and len(runs) == 2 * 3 * 2
+
+
+def test_starts_are_shared_and_reproducible():
+    data = load_real_dataset("wine")
+    a = initial_centers(data.X, 3, "random", 4, 7)
+    np.testing.assert_array_equal(a, initial_centers(data.X, 3, "random", 4, 7))
+    assert not np.array_equal(a, initial_centers(data.X, 3, "random", 4, 8))
+    # a random start is a k-subset of the points
+    assert all((np.isclose(data.X[None], c[:, None]).all(-1)).any(-1).all() for c in a)
+    km = KMeans(3, init=a[1], n_init=1, algorithm="lloyd", tol=0.0, max_iter=300).fit(data.X)
+    runs = compare_on(data, {}, starts=4, seed=7, seedings=("random",))
+    assert runs.inertia.iloc[1] == pytest.approx(km.inertia_, rel=1e-12)
+
+
+def test_best_of_is_the_lowest_inertia_in_each_group():
+    runs = pd.DataFrame(
+        {
+            "data": "toy",
+            "seeding": "random",
+            "method": ["KMeans", "m"] * 5,
+            "start": np.repeat(np.arange(5), 2),
+            "inertia": [4.0, 5.0, 2.0, 6.0, 3.0, 1.0, 9.0, 9.0, 8.0, 7.0],
+            "ratio": np.nan,
+            "ari": 0.0,
+            "nmi": 0.0,
+        }
+    )
+    best = best_of(runs, 2).set_index(["method", "group"])
+    # groups (0, 1) and (2, 3); start 4 fills no group and is left out
+    assert best.loc[("KMeans", 0), "inertia"] == 2.0 and best.loc[("m", 0), "inertia"] == 5.0
+    assert best.loc[("KMeans", 1), "inertia"] == 3.0 and best.loc[("m", 1), "inertia"] == 1.0
+    assert best.loc[("m", 0), "ratio"] == 2.5 and best.loc[("m", 1), "ratio"] == pytest.approx(1 / 3)
+    assert len(best) == 4
+
+
+def test_outliers_keep_the_data_and_are_marked():
+    data = load_real_dataset("R15")
+    noisy = with_outliers(data, 0.05, 0)
+    assert noisy.n == 630 and (noisy.y == -1).sum() == 30 and noisy.k == 15
+    np.testing.assert_array_equal(noisy.X[:600], data.X)
+    with pytest.raises(ValueError, match="no true classes"):
+        with_outliers(load_real_dataset("s1"), 0.05, 0)
