@@ -158,6 +158,21 @@ SPECS: dict[str, ChapterSpec] = {
                 "perm_tasks": size(int, quick=16, book=48, paper=320, minimum=1),
             },
         ),
+        ChapterSpec(
+            "13_your_data",
+            {
+                "weights_dir": option(str),
+                "paper_weights_dir": option(str),
+                "datasets": option(str),
+                "starts": size(int, quick=2, book=10, paper=100, minimum=1),
+                "n_init": size(int, quick=2, book=10, paper=10, minimum=1, maximum="starts"),
+                "steps": size(int, quick=20, book=20, paper=20, minimum=1),
+                "max_points": size(int, quick=800, book=5000, paper=5000, minimum=10),
+                "large_n": size(int, quick=800, book=2000, paper=5000, minimum=10),
+                "large_starts": size(int, quick=1, book=3, paper=100, minimum=1),
+                "cost_tasks": size(int, quick=8, book=64, paper=320, minimum=1),
+            },
+        ),
     )
 }
 """The spec of every chapter, by stem."""

@@ -337,6 +337,26 @@ def check_12(m: Metrics) -> None:
     assert len(m["polished_layer_minus_lloyd"]) == len(m["scaled_layer_minus_lloyd"]) == len(m["ks"])
 
 
+def check_13(m: Metrics) -> None:
+    assert set(m["figures"]) == {
+        "fig-your-data-broad-tasks", "fig-your-data-ratios", "fig-your-data-penguins"
+    }  # fmt: skip
+    n = len(m["datasets"])
+    assert n == m["bar_sets_tested"] >= 1
+    for key in ("ratio_learned_random", "ratio_learned_layer_random", "ratio_paper_random", "ratio_theorem_random",
+                "ratio_learned_kmeanspp"):  # fmt: skip
+        assert len(m[key]) == n and all(math.isfinite(v) and v > 0 for v in m[key]), key
+    labelled = len(m["labelled_datasets"])
+    assert len(m["ari_learned_random"]) == len(m["ari_kmeans_random"]) == labelled <= n
+    # the read-out as means can only lower the inertia of the layer's own centres
+    assert all(a <= b * (1 + 1e-12) for a, b in zip(m["ratio_learned_random"], m["ratio_learned_layer_random"]))
+    assert 0 <= m["bar_sets_met_layer"] <= m["bar_sets_met"] <= n and m["bar"] == 1.02
+    # the PCA costs Lloyd a little inertia (it can only help by luck of the basin)
+    assert 0.9 < m["pca_inertia_ratio"] < 1.2
+    assert len(m["cost_ks"]) == len(m["cost_broad_layer"]) == len(m["cost_paper_layer"]) == 4
+    assert m["broad_n_layers"] >= 1 and m["broad_steps"] >= 0
+
+
 CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "01_kmeans_and_lloyd.md": ({"n_tasks": 24}, check_01),
     "02_kmeans_transformer.md": ({"n_tasks": 45}, check_02),
@@ -350,4 +370,5 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Metrics], None]]] = {
     "10_variants.md": ({}, check_10),
     "11_performance.md": ({}, check_11),
     "12_any_k.md": ({}, check_12),
+    "13_your_data.md": ({}, check_13),
 }
