@@ -90,7 +90,7 @@ def load_real_dataset(name: str, folder: str | Path | None = None) -> RealDatase
         try:
             frame = pd.read_csv(path)
             X = frame[["x", "y"]].to_numpy(np.float64)
-            y = frame["label"].to_numpy(np.int64) if name in ("R15", "D31") else None
+            labels: np.ndarray | None = frame["label"].to_numpy(np.int64) if name in ("R15", "D31") else None
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"{path}: the benchmark set {name} is missing (see data/benchmark_sets/README.md)"
@@ -99,8 +99,8 @@ def load_real_dataset(name: str, folder: str | Path | None = None) -> RealDatase
             raise ValueError(f"{path}: not a benchmark set with columns x, y, label ({exc})") from None
         if not np.isfinite(X).all() or X.shape[0] == 0:
             raise ValueError(f"{path}: the coordinates must be finite numbers, at least one row")
-        k = int(np.unique(y).size) if y is not None else S_SET_CLUSTERS
-        return RealDataset(name, X, y, "data/benchmark_sets", k)
+        k = int(np.unique(labels).size) if labels is not None else S_SET_CLUSTERS
+        return RealDataset(name, X, labels, "data/benchmark_sets", k)
     raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(REAL_DATASETS)}")
 
 
@@ -227,6 +227,7 @@ def paper_task_cost(
     for k in ks:
         g = torch.Generator().manual_seed(seed + k)
         X = kmtlib.sample_tasks(n_tasks, 512, 32, k, generator=g)
+        assert isinstance(X, torch.Tensor)  # (without return_mixture: the points alone)
         C0 = kmtlib.init_centers(X, k, "random", generator=g)
         lloyd = kmtlib.lloyd(X, C0, steps, empty="random", generator=torch.Generator().manual_seed(seed)).objective
         reference = float(lloyd[:, -1].log().mean())
