@@ -45,19 +45,36 @@ class MultistepEvaluation:
 
 @torch.no_grad()
 def model_objectives(
-    model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, batch_size: int = 32
+    model: KMeansTransformer,
+    X: torch.Tensor,
+    C0: torch.Tensor,
+    steps: int,
+    batch_size: int = 32,
+    dropout_seed: int | None = None,
 ) -> torch.Tensor:
     """The model's objective (B, T+1) over ``steps`` re-embedded steps, in eval mode, computed in
-    chunks of ``batch_size`` tasks (the self-attention of a chunk is batch_size * n^2 numbers)."""
-    was_training = model.training
+    chunks of ``batch_size`` tasks (the self-attention of a chunk is batch_size * n^2 numbers).
+
+    ``dropout_seed``: None (default) switches attention dropout off, as evaluation usually does.
+    An integer leaves the layer's attention dropout on, as the authors' evaluation does (their
+    model stays in training mode), with its draws from a generator seeded with ``dropout_seed``
+    (the layer's own generator is put back afterwards), so the same seed gives the same numbers.
+    The embedding stays in eval mode either way."""
+    was_training, layer_was_training, generator = model.training, model.layer.training, model.layer.generator
     model.eval()
     try:
+        if dropout_seed is not None:
+            seed = check_int("dropout_seed", dropout_seed, minimum=0)
+            model.layer.generator = torch.Generator(device=X.device).manual_seed(seed)
+            model.layer.train()
         parts = [
             model(X[i : i + batch_size], C0[i : i + batch_size], steps=steps).objective
             for i in range(0, X.shape[0], batch_size)
         ]
     finally:
         model.train(was_training)
+        model.layer.train(layer_was_training)
+        model.layer.generator = generator
     return torch.cat(parts)
 
 
@@ -69,6 +86,7 @@ def evaluate_multistep(
     lloyd_empty: str = "random",
     generator: torch.Generator | int | None = None,
     batch_size: int = 32,
+    dropout_seed: int | None = None,
 ) -> MultistepEvaluation:
     """Apply ``model`` for ``steps`` steps (re-embedding every step, model.eval(), no gradient) and
     Lloyd for as many iterations from the same initial centres.
@@ -83,6 +101,8 @@ def evaluate_multistep(
             :data:`kmtlib.EMPTY_RULES`.
         generator: randomness for ``lloyd_empty="random"`` (a Generator on X's device or a seed).
         batch_size: tasks per forward pass of the model.
+        dropout_seed: None (default): attention dropout off; an integer: left on, as the authors'
+            evaluation does, with its draws seeded (:func:`model_objectives`).
 
     Returns:
         A :class:`MultistepEvaluation`.
@@ -95,7 +115,7 @@ def evaluate_multistep(
     batch_size = check_int("batch_size", batch_size, minimum=1)
     check_choice("empty-cluster rule", lloyd_empty, EMPTY_RULES)
     g = check_generator(generator, X.device)
-    model_obj = model_objectives(model, X, C0, steps, batch_size)
+    model_obj = model_objectives(model, X, C0, steps, batch_size, dropout_seed)
     lloyd_obj = lloyd(X, C0, steps, empty=lloyd_empty, generator=g).objective
     return MultistepEvaluation(
         model_objective=model_obj,
@@ -147,6 +167,7 @@ def evaluate_seeds(
     lloyd_empty: str = "random",
     generator: torch.Generator | int | None = None,
     batch_size: int = 32,
+    dropout_seed: int | None = None,
 ) -> SeedSummary:
     """Evaluate several models (one per training seed) as :func:`evaluate_multistep` and summarise
     over seeds: the median and the min-max range of the task-averaged log-objective per step (the
@@ -155,6 +176,8 @@ def evaluate_seeds(
     ``X`` and ``C0`` are either one batch of tasks shared by all models, or one per model (the
     paper evaluates every seed on its own validation tasks). Lloyd runs on each model's tasks;
     with a shared ``generator`` its random empty-cluster draws continue from seed to seed.
+    ``dropout_seed`` (None: dropout off) leaves attention dropout on, the i-th model's draws seeded
+    with ``dropout_seed + i``.
     """
     models = list(models)
     if not models:
@@ -167,7 +190,11 @@ def evaluate_seeds(
     if len(xs) != len(models) or len(cs) != len(models):
         raise ValueError(f"got {len(models)} models but {len(xs)} point sets and {len(cs)} initial centre sets")
     g = check_generator(generator, xs[0].device)
-    evaluations = [evaluate_multistep(m, x, c, steps, lloyd_empty, g, batch_size) for m, x, c in zip(models, xs, cs)]
+    seeds = [None if dropout_seed is None else dropout_seed + i for i in range(len(models))]
+    evaluations = [
+        evaluate_multistep(m, x, c, steps, lloyd_empty, g, batch_size, s)
+        for m, x, c, s in zip(models, xs, cs, seeds)
+    ]
     model_curves = torch.stack([e.model_log_objective for e in evaluations])
     lloyd_curves = torch.stack([e.lloyd_log_objective for e in evaluations])
     return SeedSummary(

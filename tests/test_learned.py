@@ -291,6 +291,18 @@ def test_evaluate_multistep_and_seeds():
     per_model = evaluate_seeds(models[:2], [X, X[:3]], [C0, C0[:3]], steps=2)
     assert per_model.model_curves.shape == (2, 3)
     assert set(summary.as_dict()) >= {"model_median", "lloyd_median", "model_curves"}
+    # the authors' protocol: attention dropout left on at evaluation, its draws seeded
+    models[0].train()
+    on = evaluate_multistep(models[0], X, C0, steps=5, generator=0, dropout_seed=3)
+    again = evaluate_multistep(models[0], X, C0, steps=5, generator=0, dropout_seed=3)
+    torch.testing.assert_close(on.model_objective, again.model_objective, rtol=0, atol=0)
+    assert not torch.equal(on.model_objective, ev.model_objective) and models[0].layer.generator is None
+    assert not torch.equal(evaluate_multistep(models[0], X, C0, steps=5, dropout_seed=4).model_objective,
+                           on.model_objective)  # fmt: skip
+    assert models[0].training and models[0].layer.training  # the modes are restored
+    torch.testing.assert_close(on.model_objective[:, 0], ev.model_objective[:, 0])  # the start is the same
+    seeded = evaluate_seeds(models[:2], X, C0, steps=5, dropout_seed=3)
+    torch.testing.assert_close(seeded.model_curves[0], on.model_log_objective, rtol=0, atol=0)
     with pytest.raises(ValueError, match="models"):
         evaluate_seeds(models, [X], [C0])
     with pytest.raises(ValueError, match="steps must be >= 0"):
