@@ -73,6 +73,13 @@ def train(session: nox.Session) -> None:
 
 
 @nox.session
+def sweep(session: nox.Session) -> None:
+    """The paper's whole set of runs: `nox -s sweep -- --plan` (see kmtlib.sweep; --only, --device, --executor)."""
+    env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "sweep")
+    session.run("python", "-m", "kmtlib.sweep", *session.posargs, env=env)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks: `nox -s bench` prints a table and writes results/benchmarks/*.json."""
     env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "bench")

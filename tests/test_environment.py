@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _pyproject_requirements() -> dict[str, Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(project["dependencies"])
-    for extra in ("nb", "variants", "book", "test", "bench", "lint"):
+    for extra in ("nb", "variants", "book", "sweep", "test", "bench", "lint"):
         reqs += [r for r in project["optional-dependencies"][extra] if not r.startswith("kmtlib")]
     return {Requirement(r).name.lower(): Requirement(r) for r in reqs}
 

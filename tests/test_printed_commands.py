@@ -136,6 +136,8 @@ def kind(command: str) -> str:
         return "chapter"
     if "kmtlib.train" in command:
         return "train"
+    if "kmtlib.sweep" in command:
+        return "sweep"
     if re.search(r"scripts/\w+\.(sh|py)", command):
         return "script"
     if words[0] == "cp":
@@ -270,6 +272,18 @@ def test_rerun_boxes_run(tmp_path):
         assert "Passed unknown parameter" not in proc.stderr, p
     assert (tmp_path / "box0" / "results" / "metrics.json").is_file()
     assert downloaded_notebook_command("01_kmeans_and_lloyd").startswith("papermill 01_kmeans_and_lloyd.ipynb ")
+
+
+def test_printed_sweep_commands_plan(tmp_path):
+    """`python -m kmtlib.sweep ...` as printed, with --plan (the whole set would train for days) and a
+    temporary --out: every option it prints is one the command takes."""
+    printed = [p for p in printed_commands() if kind(p.command) == "sweep"]
+    assert printed
+    for p in printed:
+        command = re.sub(r"--out \S+", "", p.command)
+        command = re.sub(r"^python3? ", f"{shlex.quote(sys.executable)} ", command)
+        proc = _sh(f"{command} --out {tmp_path / 'sweep'}" + ("" if "--plan" in command else " --plan"))
+        assert "run(s) in" in proc.stderr, p
 
 
 def test_printed_training_commands_run(tmp_path):

@@ -1,0 +1,94 @@
+"""kmtlib.sweep: the plan of the paper's whole set, its groups, and running them serially and
+through submitit's local executor into the layout the chapters read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import kmtlib
+from kmtlib.sweep import describe, execute, finished, groups, paper_plan, select, steps_done
+from kmtlib.train import PAPER_SEEDS, train
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(n=32, batch=4, val_batches=1, eval_every=1)
+
+
+def test_the_paper_plan_and_its_layout():
+    plan = paper_plan()
+    main = [r for r in plan if r.part == "main"]
+    dynamics = [r for r in plan if r.part == "dynamics"]
+    # ten seeds, both widths: the main configuration, and the 12 sweep configurations of chapter 08
+    assert len(main) == 2 * 10 and len(dynamics) == 12 * 2 * 10 and {r.config.seed for r in plan} == set(PAPER_SEEDS)
+    assert all(r.config.steps == 10_000 and r.config.n == 512 for r in plan)
+    assert {r.name for r in main} == {f"{e}_seed{s}" for e in ("onehot", "none") for s in PAPER_SEEDS}
+    # the folder names and configurations of scripts/train_dynamics.sh (what chapter 08 reads)
+    script = (ROOT / "scripts" / "train_dynamics.sh").read_text()
+    configs = set(re.findall(r'"(\d+) (\d+) (\d+)"', script.split("CONFIGS=(", 1)[1].split(")", 1)[0]))
+    assert {(str(r.config.d), str(r.config.k), f"{r.config.loss_inv_temp:g}") for r in dynamics} == configs
+    for r in dynamics:
+        c = r.config
+        assert r.name == f"d{c.d}_k{c.k}_li{c.loss_inv_temp:g}_{c.embedding}_seed{c.seed}"
+    # groups share a shape; every run is in one
+    grouped = groups(plan)
+    assert sum(len(g) for g in grouped) == len(plan)
+    assert all(len({r.shape for r in g}) == 1 for g in grouped) and len({g[0].shape for g in grouped}) == len(grouped)
+
+
+def test_only_selects_parts_and_patterns():
+    plan = paper_plan(seeds=[1, 2])
+    assert {r.part for r in select(plan, ["main"])} == {"main"}
+    picked = select(plan, ["*_li1_*"])
+    assert picked and all("_li1_" in r.name for r in picked)
+    assert select(plan, ["onehot_seed2"])[0].name == "onehot_seed2"
+    with pytest.raises(ValueError, match="--only nope"):
+        select(plan, ["nope"])
+
+
+def test_serial_sweep_trains_skips_and_resumes(tmp_path, capsys):
+    plan = select(paper_plan(seeds=[5], steps=2, **TINY), ["main"])
+    execute(plan, tmp_path, "serial", threads=1)
+    for run in plan:
+        assert finished(run, tmp_path) and (run.folder(tmp_path) / "model.pt").is_file()
+    # the chapters' loaders read the layout (weights_dir = OUT/main)
+    from kmtbook.shipped import require_runs
+
+    assert [r.seed for r in require_runs("onehot", tmp_path / "main", d=32, k=10)] == [5]
+    assert "2 finished" in describe(plan, tmp_path)
+    # a longer plan resumes every run; its result is the run trained in one go
+    longer = select(paper_plan(seeds=[5], steps=4, **TINY), ["onehot_seed5"])
+    assert steps_done(longer[0], tmp_path) == 2 and not finished(longer[0], tmp_path)
+    execute(longer, tmp_path, "serial", threads=1)
+    train(longer[0].config, tmp_path / "alone", quiet=True, threads=1)
+    a = kmtlib.load_model(longer[0].folder(tmp_path) / "model.pt").state_dict()
+    b = kmtlib.load_model(tmp_path / "alone" / "model.pt").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_local_executor_runs_the_groups_as_subprocesses(tmp_path):
+    """submitit's local executor (subprocesses, as a Slurm array would run the jobs) gives the
+    same runs in the same layout as the serial sweep."""
+    pytest.importorskip("submitit")
+    plan = select(paper_plan(seeds=[7], steps=2, **TINY), ["d4_k6_li10_*"])
+    assert len(groups(plan)) == 2
+    execute(plan, tmp_path / "local", "local", threads=1, poll_s=0.5)
+    execute(plan, tmp_path / "serial", "serial", threads=1)
+    for run in plan:
+        a = kmtlib.load_model(run.folder(tmp_path / "local") / "model.pt").state_dict()
+        b = kmtlib.load_model(run.folder(tmp_path / "serial") / "model.pt").state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), run.name
+    assert (tmp_path / "local" / "_submitit").is_dir()
+
+
+def test_command_line_plan(tmp_path, capsys):
+    from kmtlib.sweep import main
+
+    timings = str(ROOT / "data" / "weights")
+    main(["--plan", "--out", str(tmp_path), "--only", "main", "--seeds", "1,2", "--timings", timings])
+    err = capsys.readouterr().err
+    assert "4 run(s) in 2 group(s)" in err and "about" in err
+    with pytest.raises(SystemExit, match="--seeds must be integers"):
+        main(["--plan", "--seeds", "a,b"])
