@@ -182,8 +182,8 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
         readout: for a trained model, how its clustering is read out: ``"means"`` (default): after
             the T trained steps every centre moves to the mean of the training points nearest to it
-            (one hard k-means step in float64, the step of Theorem 2.1's layer, so that centres and
-            labels agree as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
+            (one hard k-means step in float64, the step of Theorem 2.1's layer, so that every centre
+            is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
             the centres as the trained steps leave them (soft attention puts them between their
             points and the others'). A fixed-weight model's centres are already means: it ignores this.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
