@@ -18,10 +18,10 @@ a group runs, every run lands in ``OUT/<part>/<run folder>/`` with the contract 
 ``python -m kmtlib.train``: a finished run (manifest present) is skipped, an interrupted one
 resumes from its checkpoint, so a killed sweep is continued by running the same command again.
 
-The runs of a group are trained one after another (the batched trainer of issue 17 would train a
-group as one model; it does not exist yet). ``--plan`` prints the plan and an estimate of its
-duration from the measured seconds per step of runs already finished under ``OUT``, without
-training anything.
+The runs of a group are trained one after another: kmtlib has no batched trainer yet, which
+would train a group as one model with a leading run axis on its weights. ``--plan`` prints the
+plan and an estimate of its duration from the measured seconds per step of runs already finished
+under ``OUT`` (and ``--timings`` folders), without training anything.
 """
 
 from __future__ import annotations
