@@ -232,6 +232,18 @@ def test_the_library_snippet_of_the_readme_runs():
     assert "torch.Size([21])" in proc.stdout
 
 
+def test_the_estimator_snippet_of_the_readme_runs():
+    """The README's second snippet: TransformerKMeans on iris, in the data's own units."""
+    section = (ROOT / "README.md").read_text().split("## Use the library", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2 and "TransformerKMeans" in blocks[1]
+    check = "\nassert km.cluster_centers_.shape == (3, 4) and km.labels_.shape == (150,) and km.inertia_ > 0"
+    check += "\nprint('ok')"
+    proc = subprocess.run([sys.executable, "-c", blocks[1] + check], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
+
+
 @pytest.mark.notebook
 def test_printed_chapter_commands_run(tmp_path):
     """README, index, reproducibility and chapter 08 commands, one run per distinct quick command."""
