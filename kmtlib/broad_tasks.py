@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_generator, check_int
+from .tasks import check_task_arguments
 
 TARGET_TOTAL_VARIANCE = 1.6
 """The total variance (the mean squared distance of a task's points to their mean) that
@@ -81,16 +81,7 @@ def sample_broad_tasks(
 
     Returns ``X`` (batch, n, d), or ``(X, BroadMixture)`` when ``return_mixture``.
     """
-    batch = check_int("batch", batch, minimum=1)
-    n = check_int("n", n, minimum=1)
-    d = check_int("d", d, minimum=1)
-    k = check_int("k", k, minimum=1)
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    if device is None:
-        device = generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
-    device = torch.device(device)
-    g = check_generator(generator, device)
+    (batch, n, d, k), device, g = check_task_arguments(batch, n, d, k, dtype, generator, device)
 
     def uniform(*shape: int, low: float = 0.0, high: float = 1.0) -> torch.Tensor:
         return low + (high - low) * torch.rand(shape, generator=g, device=device, dtype=dtype)

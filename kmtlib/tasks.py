@@ -76,6 +76,21 @@ def _minmax_rescale(X: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tenso
     return tuple(torch.where(span > 0, (t - lo) / safe, torch.zeros_like(t)) for t in (X, *others))
 
 
+def check_task_arguments(
+    batch: int, n: int, d: int, k: int, dtype: torch.dtype, generator: torch.Generator | int | None, device
+) -> tuple[tuple[int, int, int, int], torch.device, torch.Generator | None]:
+    """Check the arguments every task generator takes; return the sizes, the device (default the
+    generator's, else the CPU) and the generator (an integer seed made a generator there)."""
+    sizes = (check_int("batch", batch, minimum=1), check_int("n", n, minimum=1),
+             check_int("d", d, minimum=1), check_int("k", k, minimum=1))  # fmt: skip
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    if device is None:
+        device = generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
+    device = torch.device(device)
+    return sizes, device, check_generator(generator, device)
+
+
 def sample_tasks(
     batch: int,
     n: int,
@@ -104,18 +119,9 @@ def sample_tasks(
         ``X`` of shape (batch, n, d) with every task and dimension rescaled to [0, 1], or
         ``(X, mixture)`` when ``return_mixture``.
     """
-    batch = check_int("batch", batch, minimum=1)
-    n = check_int("n", n, minimum=1)
-    d = check_int("d", d, minimum=1)
-    k = check_int("k", k, minimum=1)
+    (batch, n, d, k), device, g = check_task_arguments(batch, n, d, k, dtype, generator, device)
     check_choice("family", family, FAMILIES)
     scale = check_positive_float("scale", scale)
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    if device is None:
-        device = generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
-    device = torch.device(device)
-    g = check_generator(generator, device)
 
     noise_sampler, exponentiate = _FAMILIES[family]
     locations = torch.rand(batch, k, d, generator=g, device=device, dtype=dtype)
