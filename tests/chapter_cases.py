@@ -128,7 +128,8 @@ def check_05(m: Metrics) -> None:
     assert m["main_model_median"][-1] < m["main_lloyd_median"][-1] - 0.05
     assert m["main_model_t20"] < m["main_lloyd_t20"] and m["main_gap_t20"] > 0
     assert all(r < 1 for r in m["shipped_final_val_rel_objective"])
-    assert np.isfinite(m["dropout_effect_t20"])
+    assert np.isfinite(m["dropout_effect_t20"]) and abs(m["dropout_effect_t20"]) < 0.1
+    assert math.isclose(m["main_model_t20_dropout_on"], m["main_model_t20"] + m["dropout_effect_t20"], abs_tol=1e-9)
 
 
 def check_06(m: Metrics) -> None:
