@@ -1069,109 +1069,172 @@ def _say(notes: list[str], text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _train_locked(
-    config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command
-) -> dict[str, Any]:
-    last_path, previous_path, best_path, log_path = (
-        out / CHECKPOINT_FILE,
-        out / PREVIOUS_FILE,
-        out / BEST_FILE,
-        out / LOG_FILE,
-    )
-    if threads is not None:
-        torch.set_num_threads(threads)
-    device = resolve_device(config.device)
-    dtype = _DTYPES[config.dtype]
-    seeds = derive_seeds(config.seed)
-    notes: list[str] = []
-    existing = [name for name in RUN_FILES if (out / name).exists()]
-    for name in existing:
-        if (out / name).is_dir():  # (no repair or overwrite could replace it by a file)
-            raise RunFolderError(f"{out / name}: a folder where the run keeps its {name} file: move it away")
-    point = None
-    if resume:
-        point = _resume_point(config, out, device, seeds)  # every refusal happens here
-    elif existing and not overwrite:
-        raise FileExistsError(
-            f"{out} already holds a training run ({', '.join(existing)}): pass --resume (resume=True) to continue it, "
-            f"--overwrite (overwrite=True) to delete it and start again, or choose another folder"
-        )
-    # From here on nothing refuses: the folder is repaired or cleared, then training starts.
-    removed = _remove_temporaries(out)
-    if removed:
-        _say(notes, f"{out}: removed {len(removed)} temporary file(s) of a save that was killed ({', '.join(removed)})")
-    if overwrite and existing:
-        for name in existing:
-            (out / name).unlink()
-        _say(notes, f"{out}: --overwrite: deleted the previous run's {', '.join(existing)}")
-    if point is not None:
-        for repair in point.repairs:
-            repair()
-        for note in point.notes:
-            _say(notes, f"resume: {note}")
-    elif resume and existing:
-        _say(
-            notes, f"resume: {out} holds no checkpoint yet (a run stopped in its first evaluation); starting it afresh"
-        )
+class _Run:
+    """One run during training: its folder, its training state and its records (log, checkpoints,
+    best model, manifest). The trainer of one run (:func:`train`) and of a group of runs
+    (:func:`kmtlib.train_group.train_group`) drive the same object, so a run's folder holds the same
+    files whichever trained it. Opening a run (:meth:`open`) checks its folder and changes nothing;
+    :meth:`prepare` makes the repairs, :meth:`start` builds the state and writes the first row."""
 
-    if tune_memory and device.type == "cpu":
-        tune_malloc()
-    source = source_fingerprint()
-    if point is None:
-        state = _new_training_state(config, device, seeds)
-    else:
-        state = point.state
-    model, optimizer, scheduler, generators = state.model, state.optimizer, state.scheduler, state.generators
-    validation = make_validation_batches(config, device)
-    training_ks = config.training_ks()
+    def __init__(self, config: TrainConfig, out: Path, command: str | None) -> None:
+        self.config, self.out, self.command = config, out, command
+        self.last_path, self.previous_path = out / CHECKPOINT_FILE, out / PREVIOUS_FILE
+        self.best_path, self.log_path = out / BEST_FILE, out / LOG_FILE
+        self.device = resolve_device(config.device)
+        self.dtype = _DTYPES[config.dtype]
+        self.seeds = derive_seeds(config.seed)
+        self.training_ks = config.training_ks()
+        self.notes: list[str] = []
+        self.point: _ResumePoint | None = None
+        self.existing: list[str] = []
+        self.print_rows = False
+        self.callback: Callable[[dict[str, Any]], None] | None = None
+        self.step = 0
+        self.window = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.window_steps = 0
+        self.resume = self.overwrite = False
+        self.manifest_extra: dict[str, Any] = {}  # (what a group trainer adds: the runs trained together)
 
-    best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
-    step, wall_before = 0, 0.0
-    best_state: dict[str, torch.Tensor] | None = None
-    final_row: dict[str, Any] | None = None
-    if point is not None:
-        payload = point.payload
-        step, wall_before, best = int(payload["step"]), float(payload["wall_s"]), dict(payload["best"])
-        best_state = payload.get("best_model")
-        log_text = point.log_text
-        # Again, now: checking the folder built models (load_model, build_model), which draws
-        # initial weights from the global random stream.
-        _set_rng_states(payload["rng"], generators, device)
-        final_row = parse_log(log_text, log_path)[-1]
-        del payload, point
-    else:
-        torch.manual_seed(seeds["torch"])  # only the "explicit" kernel draws from the global RNG
-        log_text = _LOG_HEADER + "\n"
-        _atomic_write_text(log_path, log_text)
+    @classmethod
+    def open(cls, config: TrainConfig, out: Path, resume: bool, overwrite: bool, command: str | None) -> _Run:
+        """Check the folder for this run (every refusal happens here, before any change)."""
+        run = cls(config, out, command)
+        run.existing = [name for name in RUN_FILES if (out / name).exists()]
+        for name in run.existing:
+            if (out / name).is_dir():  # (no repair or overwrite could replace it by a file)
+                raise RunFolderError(f"{out / name}: a folder where the run keeps its {name} file: move it away")
+        if resume:
+            run.point = _resume_point(config, out, run.device, run.seeds)
+        elif run.existing and not overwrite:
+            raise FileExistsError(
+                f"{out} already holds a training run ({', '.join(run.existing)}): pass --resume (resume=True) to "
+                f"continue it, --overwrite (overwrite=True) to delete it and start again, or choose another folder"
+            )
+        run.resume, run.overwrite = resume, overwrite
+        return run
 
-    t_start = time.perf_counter()
+    def prepare(self) -> None:
+        """Repair or clear the folder (nothing refuses from here on)."""
+        out, notes = self.out, self.notes
+        removed = _remove_temporaries(out)
+        if removed:
+            _say(notes, f"{out}: removed {len(removed)} temporary file(s) of a save that was killed "
+                        f"({', '.join(removed)})")  # fmt: skip
+        if self.overwrite and self.existing:
+            for name in self.existing:
+                (out / name).unlink()
+            _say(notes, f"{out}: --overwrite: deleted the previous run's {', '.join(self.existing)}")
+        if self.point is not None:
+            for repair in self.point.repairs:
+                repair()
+            for note in self.point.notes:
+                _say(notes, f"resume: {note}")
+        elif self.resume and self.existing:
+            _say(notes, f"resume: {out} holds no checkpoint yet (a run stopped in its first evaluation); "
+                        "starting it afresh")  # fmt: skip
 
-    def wall() -> float:
-        return wall_before + time.perf_counter() - t_start
+    def start(self, print_rows: bool, callback: Callable[[dict[str, Any]], None] | None) -> None:
+        """Build the training state (fresh or from the checkpoint) and the validation tasks."""
+        config, device = self.config, self.device
+        self.source = source_fingerprint()
+        self.print_rows, self.callback = print_rows, callback
+        state = _new_training_state(config, device, self.seeds) if self.point is None else self.point.state
+        self.model, self.optimizer, self.scheduler = state.model, state.optimizer, state.scheduler
+        self.generators = state.generators
+        self.validation = make_validation_batches(config, device)
+        self.best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
+        self.wall_before = 0.0
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.final_row: dict[str, Any] | None = None
+        if self.point is not None:
+            payload = self.point.payload
+            self.step, self.wall_before = int(payload["step"]), float(payload["wall_s"])
+            self.best = dict(payload["best"])
+            self.best_state = payload.get("best_model")
+            self.log_text = self.point.log_text
+            # Again, now: checking the folder built models (load_model, build_model), which draws
+            # initial weights from the global random stream.
+            _set_rng_states(payload["rng"], self.generators, device)
+            self.final_row = parse_log(self.log_text, self.log_path)[-1]
+            self.point = None
+        else:
+            torch.manual_seed(self.seeds["torch"])  # only the "explicit" kernel draws from the global RNG
+            self.log_text = _LOG_HEADER + "\n"
+            _atomic_write_text(self.log_path, self.log_text)
+        self.t_start = time.perf_counter()
 
-    def evaluate_and_checkpoint(window_loss: float | None, lr_used: float) -> dict[str, Any]:
-        nonlocal best, best_state, log_text
-        rel, logobj = _validate(model, validation, config.batch)
+    @property
+    def done(self) -> bool:
+        return self.step >= self.config.steps
+
+    def wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.t_start
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def evaluate_first(self) -> dict[str, Any]:
+        """The row of step 0 (a run resumed past it has it already); returns the run's last row."""
+        if self.final_row is None:
+            self.final_row = self.evaluate_and_checkpoint(None, self.lr)
+        return self.final_row
+
+    def draw_batch(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The next training batch from the run's data stream: points X, initial centres C0, and k."""
+        config, g = self.config, self.generators["train"]
+        k = config.k
+        if config.mixed_k:  # (drawn from the training stream: a run of one k draws nothing here)
+            k = self.training_ks[int(torch.randint(len(self.training_ks), (), generator=g, device=self.device))]
+        X = _sample(config, g, self.device, self.dtype, k)
+        return X, init_centers(X, k, "random", generator=g), k
+
+    def loss(self, X: torch.Tensor, C1: torch.Tensor, k: int) -> torch.Tensor:
+        """The training loss of a batch: the mean smoothed objective of the centres after one step."""
+        return _smoothed_objective(X, C1, self.config.loss_inv_temp_at(k)).mean()
+
+    def advance(self, loss: torch.Tensor) -> dict[str, Any] | None:
+        """Count a step whose optimiser update is made; evaluate and checkpoint when one is due
+        (returns its row)."""
+        self.step += 1
+        self.window += loss.detach()
+        self.window_steps += 1
+        if self.step % self.config.eval_every and self.step != self.config.steps:
+            return None
+        window_loss = float(self.window) / self.window_steps
+        if not math.isfinite(window_loss):
+            raise FloatingPointError(
+                f"training diverged: non-finite loss between steps {self.step - self.window_steps} and {self.step}; "
+                f"{self.last_path} holds the last finite state"
+            )
+        self.final_row = self.evaluate_and_checkpoint(window_loss, self.lr)
+        self.window.zero_()
+        self.window_steps = 0
+        return self.final_row
+
+    def evaluate_and_checkpoint(self, window_loss: float | None, lr_used: float) -> dict[str, Any]:
+        config, model, step = self.config, self.model, self.step
+        rel, logobj = _validate(model, self.validation, config.batch)
         if step > 0:
-            scheduler.step(rel)
+            self.scheduler.step(rel)
         row = {
             "step": step,
             "train_loss": window_loss,
             "val_rel_objective": rel,
             "val_log_objective": logobj,
             "lr": lr_used,
-            "wall_s": wall(),
+            "wall_s": self.wall(),
         }
         # The row goes to log.csv first and into the checkpoint with the whole log: a kill
         # between the two leaves a row that the next resume drops and trains again.
         text = _format_row(row)
-        with open(log_path, "a", newline="") as f:
+        with open(self.log_path, "a", newline="") as f:
             f.write(text)
-        log_text += text
-        if rel < best["val_rel_objective"]:
-            best = {"step": step, "val_rel_objective": rel}
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            model.save(best_path)
+        self.log_text += text
+        if rel < self.best["val_rel_objective"]:
+            self.best = {"step": step, "val_rel_objective": rel}
+            self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            model.save(self.best_path)
         atomic_torch_save(
             {
                 "format": CHECKPOINT_FORMAT,
@@ -1179,105 +1242,60 @@ def _train_locked(
                 "model_config": model.config.to_dict(),
                 "step": step,
                 "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": _rng_states(generators, device),
-                "log_text": log_text,  # (the log is small: a few hundred rows)
-                "log_bytes": len(log_text.encode()),
-                "best": best,
-                "best_model": best_state,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "rng": _rng_states(self.generators, self.device),
+                "log_text": self.log_text,  # (the log is small: a few hundred rows)
+                "log_bytes": len(self.log_text.encode()),
+                "best": self.best,
+                "best_model": self.best_state,
                 "wall_s": row["wall_s"],
                 "threads": torch.get_num_threads(),
             },
-            last_path,
-            keep_previous=previous_path,
+            self.last_path,
+            keep_previous=self.previous_path,
         )
-        if print_rows:
+        if self.print_rows:
             loss_text = "" if window_loss is None else f" train_loss={window_loss:.4f}"
             print(
-                f"[{out.name}] step {step}/{config.steps}{loss_text} val_rel_objective={rel:.4f} "
+                f"[{self.out.name}] step {step}/{config.steps}{loss_text} val_rel_objective={rel:.4f} "
                 f"lr={lr_used:.3g} wall={row['wall_s']:.0f}s",
                 file=sys.stderr, flush=True,
             )
-        if callback is not None:
-            callback(row)
+        if self.callback is not None:
+            self.callback(row)
         return row
 
-    interactive = sys.stderr.isatty()
-    # The bar is for terminals only (off otherwise): tqdm's text bar, not tqdm.auto, which in a
-    # Jupyter kernel without ipywidgets warns even when the bar is disabled.
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=config.steps, initial=min(step, config.steps), disable=bool(quiet) or not interactive,
-        desc=out.name, unit="step", dynamic_ncols=True,
-    )
-    print_rows = quiet is False or (quiet is None and not interactive)  # a plain line per evaluation in logs
-    if final_row is None:
-        final_row = evaluate_and_checkpoint(None, optimizer.param_groups[0]["lr"])
-        bar.set_postfix(val=f"{final_row['val_rel_objective']:.4f}")
-    window = torch.zeros((), dtype=torch.float64, device=device)
-    window_steps = 0
-    status = "finished"
-    try:
-        while step < config.steps:
-            if stop_at is not None and step >= stop_at:
-                status = "stopped"
-                break
-            g = generators["train"]
-            k = config.k
-            if config.mixed_k:  # (drawn from the training stream: a run of one k draws nothing here)
-                k = training_ks[int(torch.randint(len(training_ks), (), generator=g, device=device))]
-            X = _sample(config, g, device, dtype, k)
-            C0 = init_centers(X, k, "random", generator=g)
-            loss = _smoothed_objective(X, model.step(X, C0), config.loss_inv_temp_at(k)).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            step += 1
-            window += loss.detach()
-            window_steps += 1
-            bar.update(1)
-            if step % config.eval_every == 0 or step == config.steps:
-                window_loss = float(window) / window_steps
-                if not math.isfinite(window_loss):
-                    raise FloatingPointError(
-                        f"training diverged: non-finite loss between steps {step - window_steps} and {step}; "
-                        f"{last_path} holds the last finite state"
-                    )
-                final_row = evaluate_and_checkpoint(window_loss, optimizer.param_groups[0]["lr"])
-                window.zero_()
-                window_steps = 0
-                bar.set_postfix(
-                    loss=f"{window_loss:.3f}", val=f"{final_row['val_rel_objective']:.4f}", lr=f"{final_row['lr']:.2g}"
-                )
-    finally:
-        bar.close()
-
-    summary: dict[str, Any] = {
-        "status": status,
-        "step": step,
-        "out_dir": str(out),
-        "final_val_rel_objective": final_row["val_rel_objective"],
-        "final_val_log_objective": final_row["val_log_objective"],
-        "best_val_rel_objective": best["val_rel_objective"],
-        "best_step": best["step"],
-        "wall_s": wall(),
-        "notes": notes,
-    }
-    if status == "finished":
-        model_path = model.save(out / MODEL_FILE)
+    def finish(self, status: str) -> dict[str, Any]:
+        """The run's summary; a finished run also writes model.pt and manifest.json."""
+        config, step, final_row = self.config, self.step, self.final_row
+        assert final_row is not None
+        summary: dict[str, Any] = {
+            "status": status,
+            "step": step,
+            "out_dir": str(self.out),
+            "final_val_rel_objective": final_row["val_rel_objective"],
+            "final_val_log_objective": final_row["val_log_objective"],
+            "best_val_rel_objective": self.best["val_rel_objective"],
+            "best_step": self.best["step"],
+            "wall_s": self.wall(),
+            "notes": self.notes,
+        }
+        if status != "finished":
+            return summary
+        model_path = self.model.save(self.out / MODEL_FILE)
         from . import __version__
 
+        device = self.device
         manifest = {
-            "command": command,
+            "command": self.command,
             "config": dataclasses.asdict(config),
             "seed": config.seed,
-            "derived_seeds": seeds,
+            "derived_seeds": self.seeds,
             **({"init_from_sha256": _sha256(config.init_from)} if config.init_from else {}),
             "steps": step,
             "kmtlib_version": __version__,
-            **source,
+            **self.source,
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "device": str(device),
@@ -1285,6 +1303,7 @@ def _train_locked(
             if device.type == "cuda"
             else platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
+            **self.manifest_extra,
             "wall_s": summary["wall_s"],
             "wall_s_per_step": summary["wall_s"] / max(step, 1),
             "final_val_rel_objective": summary["final_val_rel_objective"],
@@ -1299,9 +1318,59 @@ def _train_locked(
                 "log": LOG_FILE,
             },
         }
-        _atomic_write_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+        _atomic_write_text(self.out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
         summary["model_path"] = str(model_path)
-    return summary
+        return summary
+
+
+def progress_bar(total: int, initial: int, desc: str, quiet: bool | None) -> Any:
+    """The training progress bar: for terminals only (off otherwise, and with ``quiet``). tqdm's text
+    bar, not tqdm.auto, which in a Jupyter kernel without ipywidgets warns even when disabled."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, initial=min(initial, total), disable=bool(quiet) or not sys.stderr.isatty(),
+        desc=desc, unit="step", dynamic_ncols=True,
+    )
+
+
+def prints_rows(quiet: bool | None) -> bool:
+    """Whether a line per evaluation goes to stderr: asked for, or by default where no bar shows (logs)."""
+    return quiet is False or (quiet is None and not sys.stderr.isatty())
+
+
+def _train_locked(
+    config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command
+) -> dict[str, Any]:
+    if threads is not None:
+        torch.set_num_threads(threads)
+    run = _Run.open(config, out, resume, overwrite, command)  # every refusal happens here
+    run.prepare()
+    if tune_memory and run.device.type == "cpu":
+        tune_malloc()
+    run.start(prints_rows(quiet), callback)
+    bar = progress_bar(config.steps, run.step, out.name, quiet)
+    status = "finished"
+    try:
+        bar.set_postfix(val=f"{run.evaluate_first()['val_rel_objective']:.4f}")
+        while not run.done:
+            if stop_at is not None and run.step >= stop_at:
+                status = "stopped"
+                break
+            X, C0, k = run.draw_batch()
+            loss = run.loss(X, run.model.step(X, C0), k)
+            run.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            run.optimizer.step()
+            row = run.advance(loss)
+            bar.update(1)
+            if row is not None:
+                bar.set_postfix(
+                    loss=f"{row['train_loss']:.3f}", val=f"{row['val_rel_objective']:.4f}", lr=f"{row['lr']:.2g}"
+                )
+    finally:
+        bar.close()
+    return run.finish(status)
 
 
 def source_fingerprint() -> dict[str, str | None]:
