@@ -1429,7 +1429,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embedding", choices=tuple(EMBEDDINGS), default=d.embedding, help="token embedding (default %(default)s)"
     )
-    p.add_argument("--seed", type=int, default=d.seed, help="run seed (default %(default)s)")
+    p.add_argument("--seed", type=int, default=None, help=f"run seed (default {d.seed})")
+    p.add_argument(
+        "--seeds", default=None,
+        help="train a group of runs, one per seed (comma-separated), together in one batched pass "
+        "(kmtlib.train_group): each lands in OUT/seed<S>/ exactly as if trained alone",
+    )
     p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
     p.add_argument("--batch", type=int, default=d.batch, help="tasks per step (default %(default)s)")
     p.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
@@ -1508,6 +1513,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
+    if args.seeds is not None and args.seed is not None:
+        raise SystemExit("error: --seed and --seeds exclude each other (one run, or a group of runs)")
+    if args.seed is None:
+        args.seed = TrainConfig.seed
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     command = "python -m kmtlib.train " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     # Bad options end in one "error: ..." line (as argparse's own), never a traceback and never
@@ -1522,6 +1531,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         config = TrainConfig(**values).validated()
     except (ValueError, TypeError, RuntimeError) as exc:  # (RuntimeError: --device cuda without CUDA)
         raise SystemExit(f"error: {exc}") from None
+    if args.seeds is not None:
+        return _main_group(args, config, command)
     try:
         summary = train(
             config, args.out, resume=args.resume, overwrite=args.overwrite, quiet=True if args.quiet else None,
@@ -1532,6 +1543,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps(summary, indent=2))
     return summary
+
+
+def _main_group(args: argparse.Namespace, config: TrainConfig, command: str) -> dict[str, Any]:
+    """``--seeds``: the group's runs in OUT/seed<S>/ (kmtlib.train_group)."""
+    from .train_group import configs_for_seeds, parse_seeds, seed_folders, train_group
+
+    try:
+        seeds = parse_seeds(args.seeds)
+        summaries = train_group(
+            configs_for_seeds(config, seeds), seed_folders(args.out, seeds), resume=args.resume,
+            overwrite=args.overwrite, quiet=True if args.quiet else None, threads=args.threads, command=command,
+            name=Path(args.out).name,
+        )
+    except (ValueError, TypeError, OSError, RunInUseError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    result = {"runs": summaries}
+    print(json.dumps(result, indent=2))
+    diverged = [s["out_dir"] for s in summaries if s["status"] == "diverged"]
+    if diverged:
+        raise SystemExit(f"error: training diverged in {', '.join(diverged)} (the other runs finished)")
+    return result
 
 
 if __name__ == "__main__":

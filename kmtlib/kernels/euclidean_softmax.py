@@ -83,7 +83,7 @@ class _EuclideanAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, scale: float, dropped: torch.Tensor, p: float):
+    def forward(ctx, q, k, v, scale: float, dropped: torch.Tensor, p: float | torch.Tensor):
         B, nq, _ = q.shape
         center = k.mean(dim=1, keepdim=True)
         kc = k - center
@@ -100,10 +100,12 @@ class _EuclideanAttention(torch.autograd.Function):
         dropped_weights = flat.index_select(0, dropped)
         flat.index_fill_(0, dropped, 0.0)
         out = torch.bmm(weights, v)
-        if p > 0.0:
-            out.mul_(1.0 / (1.0 - p))
+        # (p: one rate, or a rate per task (B,) where the tasks of S runs with their own rates meet)
+        inv_keep = 1.0 / (1.0 - p) if isinstance(p, float) else (1.0 / (1.0 - p)).to(out.dtype).view(B, 1, 1)
+        if isinstance(inv_keep, torch.Tensor) or inv_keep != 1.0:
+            out.mul_(inv_keep)
         ctx.save_for_backward(qa, kc, v, weights, out, dropped, dropped_weights)
-        ctx.scale, ctx.inv_keep = scale, 1.0 / (1.0 - p)
+        ctx.scale, ctx.inv_keep = scale, inv_keep
         return out
 
     @staticmethod
@@ -111,7 +113,8 @@ class _EuclideanAttention(torch.autograd.Function):
         qa, kc, v, weights, out, dropped, dropped_weights = ctx.saved_tensors
         scale, inv_keep = ctx.scale, ctx.inv_keep
         nk = weights.shape[2]
-        g = grad_out * inv_keep if inv_keep != 1.0 else grad_out.contiguous()
+        scaled = isinstance(inv_keep, torch.Tensor) or inv_keep != 1.0
+        g = grad_out * inv_keep if scaled else grad_out.contiguous()
         grad_v = torch.bmm(weights.transpose(1, 2), g) if ctx.needs_input_grad[2] else None
         if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
             return None, None, grad_v, None, None, None
@@ -138,7 +141,7 @@ def euclidean_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     scale: float,
-    dropout: float = 0.0,
+    dropout: float | torch.Tensor = 0.0,
     generator: torch.Generator | None = None,
     dropped: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -147,11 +150,19 @@ def euclidean_attention(
     Args:
         q, k, v: (B, nq, D), (B, nk, D), (B, nk, Dv).
         scale: the inverse temperature per squared distance (the layer passes gamma / sqrt(D)).
-        dropout: drop each attention entry with this probability (inverted scaling 1/(1-p)).
+        dropout: drop each attention entry with this probability (inverted scaling 1/(1-p)); or a
+            tensor (B,) of rates, one per task, with the dropped entries given as ``dropped``
+            (what :mod:`kmtlib.run_stack` passes for runs of different dropout rates).
         generator: randomness for the dropout mask (None: the global RNG).
         dropped: explicit flat indices into (B, nq, nk) of the dropped entries (overrides the
-            sampling; for tests).
+            sampling).
     """
+    if isinstance(dropout, torch.Tensor):
+        if dropped is None:
+            raise ValueError("dropout rates per task need the dropped entries given as `dropped`")
+        if dropout.shape != (q.shape[0],):
+            raise ValueError(f"dropout rates per task must have shape ({q.shape[0]},), got {tuple(dropout.shape)}")
+        return _EuclideanAttention.apply(q, k, v, float(scale), dropped, dropout.to(torch.float64))
     if dropped is None:
         dropped = sample_dropped(q.shape[0] * q.shape[1] * k.shape[1], dropout, generator, q.device)
     return _EuclideanAttention.apply(q, k, v, float(scale), dropped, float(dropout))
