@@ -101,18 +101,21 @@ class _StackedAffine(torch.autograd.Function):
         return grad_Z, grad_W, grad_b
 
 
-def per_run_affine(tokens: torch.Tensor, maps: Sequence[nn.Linear]) -> torch.Tensor:
+def per_run_affine(tokens: torch.Tensor, maps: Sequence[nn.Module]) -> torch.Tensor:
     """``Z[s] W[s]^T + b[s]`` for tokens (S, B, m, D): each run's own map on its own tokens, the
     very product (and backward pass) of a single run."""
     return torch.stack([f(tokens[s]) for s, f in enumerate(maps)])
 
 
-def stacked_affine(tokens: torch.Tensor, maps: Sequence[nn.Linear]) -> torch.Tensor:
+def stacked_affine(tokens: torch.Tensor, maps: Sequence[nn.Module]) -> torch.Tensor:
     """``Z[s] W[s]^T + b[s]`` for tokens (S, B, m, D) and the S runs' maps as one batched product
     on the stacked weights (S, D, D), what :func:`per_run_affine` computes in S products."""
     S, B, m, D = tokens.shape
-    W = torch.stack([f.weight for f in maps])  # (S, D_out, D)
-    b = torch.stack([f.bias for f in maps if f.bias is not None])  # (S, D_out)
+    linear = [f for f in maps if isinstance(f, nn.Linear) and f.bias is not None]
+    if len(linear) != len(maps):
+        raise TypeError("a batched product needs affine maps (nn.Linear with bias)")
+    W = torch.stack([f.weight for f in linear])  # (S, D_out, D)
+    b = torch.stack([f.bias for f in linear])  # (S, D_out)
     out = _StackedAffine.apply(tokens.reshape(S, B * m, D), W, b)
     return out.view(S, B, m, -1)
 

@@ -18,10 +18,11 @@ a group runs, every run lands in ``OUT/<part>/<run folder>/`` with the contract 
 ``python -m kmtlib.train``: a finished run (manifest present) is skipped, an interrupted one
 resumes from its checkpoint, so a killed sweep is continued by running the same command again.
 
-The runs of a group are trained one after another: kmtlib has no batched trainer yet, which
-would train a group as one model with a leading run axis on its weights. ``--plan`` prints the
-plan and an estimate of its duration from the measured seconds per step of runs already finished
-under ``OUT`` (and ``--timings`` folders), without training anything.
+A group's unfinished runs train together, at most ``--runs-per-group`` at a time (memory), as
+one stacked pass with a leading run axis on the weights (:func:`kmtlib.train_group.train_group`:
+each run exactly as if trained alone). ``--plan`` prints the plan and an estimate of its duration
+from the measured seconds per run-step of runs already finished under ``OUT`` (and ``--timings``
+folders), without training anything.
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .train import PAPER_SEEDS, TrainConfig, train
+from .train import PAPER_SEEDS, TrainConfig
+from .train_group import train_group
 
 PARTS: tuple[str, ...] = ("main", "dynamics")
 EXECUTORS: tuple[str, ...] = ("serial", "local", "slurm")
+RUNS_PER_GROUP = 10
+"""The default largest number of runs trained as one stacked pass (the paper's ten seeds; a run of
+the main configuration holds about 0.1 GB of activations in a step, on the CPU or the GPU)."""
 
 DYNAMICS_CONFIGS: tuple[tuple[int, int, float], ...] = (
     (32, 6, 10.0), (4, 6, 10.0),
@@ -116,12 +121,17 @@ def select(runs: Iterable[PlannedRun], only: Sequence[str] = ()) -> list[Planned
     return [r for r in runs if r.part in only or any(fnmatch.fnmatch(r.name, o) for o in only)]
 
 
-def groups(runs: Iterable[PlannedRun]) -> list[list[PlannedRun]]:
-    """The runs grouped by shape, groups and runs in plan order."""
+def groups(runs: Iterable[PlannedRun], runs_per_group: int | None = None) -> list[list[PlannedRun]]:
+    """The runs grouped by shape, groups and runs in plan order; with ``runs_per_group`` a shape's
+    runs are cut into groups of at most that many (the jobs of a sweep)."""
     out: dict[tuple, list[PlannedRun]] = {}
     for run in runs:
         out.setdefault(run.shape, []).append(run)
-    return list(out.values())
+    if runs_per_group is None:
+        return list(out.values())
+    if isinstance(runs_per_group, bool) or not isinstance(runs_per_group, int) or runs_per_group < 1:
+        raise ValueError(f"runs_per_group must be an integer >= 1, got {runs_per_group!r}")
+    return [g[i : i + runs_per_group] for g in out.values() for i in range(0, len(g), runs_per_group)]
 
 
 def finished(run: PlannedRun, out: Path) -> bool:
@@ -152,8 +162,9 @@ def steps_done(run: PlannedRun, out: Path) -> int:
 
 
 def seconds_per_step(folders: Iterable[Path]) -> dict[tuple[int, int, int, str], float]:
-    """The measured wall seconds per step of the finished runs in ``folders`` (folders of run
-    folders, or of parts holding them), by shape (the mean over runs)."""
+    """The measured wall seconds per run-step of the finished runs in ``folders`` (folders of run
+    folders, or of parts holding them), by shape (the mean over runs; a run trained in a group of
+    S counts its group's seconds per step over S)."""
     seen: dict[tuple, list[float]] = {}
     manifests = [m for folder in folders for pattern in ("*/manifest.json", "*/*/manifest.json")
                  for m in Path(folder).glob(pattern)]  # fmt: skip
@@ -162,7 +173,8 @@ def seconds_per_step(folders: Iterable[Path]) -> dict[tuple[int, int, int, str],
             record = json.loads(manifest.read_text())
             cfg = record["config"]
             shape = (cfg["d"], cfg["k"], cfg["n"], cfg["embedding"])
-            seen.setdefault(shape, []).append(float(record["wall_s_per_step"]))
+            together = int(record.get("group", {}).get("runs", 1))
+            seen.setdefault(shape, []).append(float(record["wall_s_per_step"]) / together)
         except (ValueError, KeyError, OSError):
             continue
     return {shape: sum(v) / len(v) for shape, v in seen.items()}
@@ -185,7 +197,7 @@ def describe(runs: Sequence[PlannedRun], out: Path, timings: Sequence[Path] = ()
     done = sum(finished(r, out) for r in runs)
     head = f"{len(runs)} run(s) in {len(groups(runs))} group(s) under {out}; {done} finished"
     sources = ", ".join(str(p) for p in [out, *timings])
-    tail = f"time left, one group after another at the seconds per step measured in {sources}: "
+    tail = f"time left, one group after another at the seconds per run-step measured in {sources}: "
     tail += f"about {total_left / 3600:.1f} h"
     if unknown:
         tail += f" plus {unknown} group(s) with no finished run to measure"
@@ -193,18 +205,20 @@ def describe(runs: Sequence[PlannedRun], out: Path, timings: Sequence[Path] = ()
 
 
 def run_group(group: Sequence[PlannedRun], out: str, threads: int | None = None) -> list[str]:
-    """Train every run of a group that is not finished (resuming interrupted ones); return the
-    folders trained. What a submitit job runs (it must be importable and picklable)."""
-    root, trained = Path(out), []
-    for run in group:
-        if finished(run, root):
-            continue
-        folder = run.folder(root)
-        folder.mkdir(parents=True, exist_ok=True)
-        command = f"python -m kmtlib.sweep (group {run.shape}, run {run.part}/{run.name})"
-        train(run.config, folder, resume=True, quiet=True, threads=threads, command=command)
-        trained.append(str(folder))
-    return trained
+    """Train the runs of a group that are not finished, together (resuming interrupted ones);
+    return the folders trained. What a submitit job runs (it must be importable and picklable)."""
+    root = Path(out)
+    todo = [run for run in group if not finished(run, root)]
+    if not todo:
+        return []
+    folders = [run.folder(root) for run in todo]
+    command = f"python -m kmtlib.sweep (group {todo[0].shape}: {', '.join(r.part + '/' + r.name for r in todo)})"
+    summaries = train_group([r.config for r in todo], folders, resume=True, quiet=True, threads=threads,
+                            command=command, name=f"group {todo[0].shape}")  # fmt: skip
+    diverged = [s for s in summaries if s["status"] == "diverged"]
+    if diverged:
+        raise FloatingPointError("; ".join(f"{s['out_dir']}: {s['error']}" for s in diverged))
+    return [str(f) for f in folders]
 
 
 def _progress(runs: Sequence[PlannedRun], out: Path):
@@ -218,14 +232,15 @@ def _progress(runs: Sequence[PlannedRun], out: Path):
 
 def execute(
     runs: Sequence[PlannedRun], out: Path, executor: str = "serial", threads: int | None = None,
-    slurm: dict[str, Any] | None = None, poll_s: float = 5.0,
+    slurm: dict[str, Any] | None = None, poll_s: float = 5.0, runs_per_group: int = RUNS_PER_GROUP,
 ) -> None:  # fmt: skip
-    """Run the groups of ``runs``: in this process (``serial``), or as submitit jobs (``local``
-    subprocesses, ``slurm``: a job array), with a progress bar over all their steps."""
+    """Run the groups of ``runs`` (at most ``runs_per_group`` runs trained together): in this
+    process (``serial``), or as submitit jobs (``local`` subprocesses, ``slurm``: a job array),
+    with a progress bar over all their steps."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     out.mkdir(parents=True, exist_ok=True)
-    todo = [g for g in groups(runs) if not all(finished(r, out) for r in g)]
+    todo = [g for g in groups(runs, runs_per_group) if not all(finished(r, out) for r in g)]
     bar = _progress(runs, out)
     try:
         if executor == "serial":
@@ -272,6 +287,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default %(default)s)")
     p.add_argument("--executor", choices=EXECUTORS, default="serial", help="how the groups run (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per job")
+    p.add_argument(
+        "--runs-per-group", type=int, default=RUNS_PER_GROUP,
+        help="the most runs of one shape trained together as one stacked pass, one job (default %(default)s)",
+    )
     p.add_argument("--plan", action="store_true", help="print the plan and the time left, train nothing")
     p.add_argument(
         "--timings", action="append", default=[],
@@ -300,7 +319,9 @@ def main(argv: list[str] | None = None) -> None:
     print(describe(runs, out, timings), file=sys.stderr)
     if args.plan:
         return
-    execute(runs, out, args.executor, args.threads, slurm)
+    if args.runs_per_group < 1:
+        raise SystemExit(f"error: --runs-per-group must be >= 1, got {args.runs_per_group}")
+    execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group)
     print(describe(runs, out, timings), file=sys.stderr)
 
 

@@ -94,12 +94,11 @@ def train_group(
     group. A run whose loss stops being finite ends with ``status="diverged"`` (and an ``error``)
     and the others go on.
     """
-    configs = [TrainConfig.from_dict(c) if isinstance(c, dict) else c for c in configs]
-    configs = [c.validated() for c in configs]
+    runs = [(TrainConfig.from_dict(c) if isinstance(c, dict) else c).validated() for c in configs]
     outs = [Path(o) for o in out_dirs]
-    if len(outs) != len(configs):
-        raise ValueError(f"{len(configs)} run configuration(s) but {len(outs)} run folder(s)")
-    problem = group_problem(configs)
+    if len(outs) != len(runs):
+        raise ValueError(f"{len(runs)} run configuration(s) but {len(outs)} run folder(s)")
+    problem = group_problem(runs)
     if problem is not None:
         raise ValueError(f"these runs cannot train as one group: {problem}")
     resolved = [o.resolve() for o in outs]
@@ -124,7 +123,7 @@ def train_group(
         for out in outs:
             locks.enter_context(_run_lock(out))
         return _train_group_locked(
-            configs, outs, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command, name
+            runs, outs, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command, name
         )
 
 
@@ -139,7 +138,7 @@ def _train_group_locked(
     if tune_memory and runs[0].device.type == "cpu":
         tune_malloc()
     for i, run in enumerate(runs):
-        run.start(prints_rows(quiet), None if callback is None else (lambda row, i=i: callback(i, row)))
+        run.start(prints_rows(quiet), None if callback is None else _for_run(callback, i))
         run.manifest_extra = {"group": {"runs": len(runs), "folders": [str(o) for o in outs]}}
     total = sum(c.steps for c in configs)
     bar = progress_bar(total, sum(min(r.step, r.config.steps) for r in runs), name, quiet)
@@ -184,6 +183,10 @@ def _train_group_locked(
             summary = run.finish("finished" if run.done else "stopped")
         summaries.append(summary)
     return summaries
+
+
+def _for_run(callback: Callable[[int, dict[str, Any]], None], index: int) -> Callable[[dict[str, Any]], None]:
+    return lambda row: callback(index, row)
 
 
 def seed_folders(out: str | os.PathLike, seeds: Sequence[int]) -> list[Path]:

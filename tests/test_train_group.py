@@ -1,0 +1,226 @@
+"""kmtlib.run_stack and kmtlib.train_group: S runs of one shape trained as one stacked pass.
+
+* the stacked pass equals the models one by one (centres and every gradient), for runs of
+  different seeds and dropout rates, with per-run and with batched products;
+* a group reproduces the single-run trainer's logs and weights for runs that differ in seed,
+  loss temperature and dropout rate (float64: to 1e-9 relative; whether they were equal to the
+  last bit is reported, not asserted: that rests on how the products round);
+* a group stopped and resumed, and a group killed between two runs' checkpoints (so that one run
+  lags), end as an uninterrupted group;
+* the command line ``--seeds ... --out DIR`` writes DIR/seed<S>/ with the single-run contract;
+* what cannot be grouped is refused before any folder changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from kmtlib.init import init_centers
+from kmtlib.losses import _smoothed_objective
+from kmtlib.run_stack import RunStack
+from kmtlib.train import TrainConfig, _new_training_state, _sample, derive_seeds, main, read_log, train
+from kmtlib.train_group import group_problem, train_group
+from kmtlib.transformer import load_model
+
+# Seeds, loss temperatures and dropout rates of the runs of one group (none of them a shipped run's).
+RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))
+SMALL = dict(d=5, k=3, n=40, batch=4, eval_every=10, val_batches=2, steps=30)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _configs(**changes) -> list[TrainConfig]:
+    return [TrainConfig(**{**SMALL, **changes}, seed=s, loss_inv_temp=t, dropout=p) for s, t, p in RUNS]
+
+
+def _log(path: Path) -> list[dict]:
+    return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(path / "log.csv")]
+
+
+def _close_logs(a: list[dict], b: list[dict], rtol: float) -> bool:
+    if len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b):
+        for key in ra:
+            x, y = ra[key], rb[key]
+            if (x is None) != (y is None) or (x is not None and abs(x - y) > rtol * max(abs(x), abs(y), 1e-12)):
+                return False
+    return True
+
+
+def _weights(path: Path, name: str = "model.pt") -> dict[str, torch.Tensor]:
+    return load_model(path / name).state_dict()
+
+
+def _one_step(configs: list[TrainConfig], stacked: bool, products: str = "auto"):
+    """The centres after one training step and every run's gradients, stacked or one by one."""
+    states = [_new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
+    xs, cs = [], []
+    for c, state in zip(configs, states):
+        X = _sample(c, state.generators["train"], torch.device("cpu"), getattr(torch, c.dtype))
+        xs.append(X)
+        cs.append(init_centers(X, c.k, "random", generator=state.generators["train"]))
+    if stacked:
+        C1 = RunStack([s.model for s in states], products=products).step(torch.stack(xs), torch.stack(cs))
+    else:
+        C1 = torch.stack([s.model.step(X, C) for s, X, C in zip(states, xs, cs)])
+    losses = [_smoothed_objective(X, C1[i], c.loss_inv_temp).mean() for i, (X, c) in enumerate(zip(xs, configs))]
+    torch.stack(losses).sum().backward()
+    grads = [{n: p.grad.clone() for n, p in s.model.named_parameters()} for s in states]
+    return C1.detach(), grads
+
+
+@pytest.mark.parametrize("products", ["per_run", "batched"])
+@pytest.mark.parametrize("embedding", ["onehot", "data"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stacked_pass_equals_the_models_one_by_one(products, embedding, dtype, record_property):
+    # D = 8 (onehot) and 5 (data): odd widths too, where batched products round differently.
+    configs = _configs(embedding=embedding, dtype=dtype)
+    C_single, g_single = _one_step(configs, stacked=False)
+    C_stack, g_stack = _one_step(configs, stacked=True, products=products)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(C_stack, C_single, **tol)
+    for a, b in zip(g_stack, g_single):
+        assert a.keys() == b.keys()
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], **tol, msg=name)
+    same_grads = all(torch.equal(a[n], b[n]) for a, b in zip(g_stack, g_single) for n in a)
+    bitwise = torch.equal(C_stack, C_single) and same_grads
+    record_property("bitwise", bitwise)
+
+
+def test_group_reproduces_single_runs(tmp_path, record_property):
+    configs = _configs(dtype="float64")
+    for c in configs:
+        train(c, tmp_path / f"single{c.seed}", quiet=True)
+    summaries = train_group(configs, [tmp_path / f"group{c.seed}" for c in configs], quiet=True)
+    assert [s["status"] for s in summaries] == ["finished"] * 3
+    bitwise = True
+    for c in configs:
+        single, group = tmp_path / f"single{c.seed}", tmp_path / f"group{c.seed}"
+        assert _close_logs(_log(group), _log(single), rtol=1e-9), c.seed
+        for name in ("model.pt", "best.pt"):
+            a, b = _weights(group, name), _weights(single, name)
+            for key in a:
+                torch.testing.assert_close(a[key], b[key], rtol=1e-9, atol=1e-12, msg=f"{c.seed} {name} {key}")
+                bitwise = bitwise and torch.equal(a[key], b[key])
+        bitwise = bitwise and _log(group) == _log(single)
+        manifest = json.loads((group / "manifest.json").read_text())
+        assert manifest["config"] == dataclasses.asdict(c)
+        assert manifest["group"]["runs"] == 3
+        # The runs really differ (a group of copies would pass the comparison above too).
+    finals = {json.loads((tmp_path / f"group{c.seed}" / "manifest.json").read_text())["final_val_rel_objective"]
+              for c in configs}  # fmt: skip
+    assert len(finals) == 3
+    record_property("bitwise", bitwise)
+
+
+def test_float32_group_matches_single_runs_to_float_tolerance(tmp_path):
+    configs = [dataclasses.replace(c, steps=10) for c in _configs()]
+    for c in configs:
+        train(c, tmp_path / f"single{c.seed}", quiet=True)
+    train_group(configs, [tmp_path / f"group{c.seed}" for c in configs], quiet=True)
+    for c in configs:
+        assert _close_logs(_log(tmp_path / f"group{c.seed}"), _log(tmp_path / f"single{c.seed}"), rtol=1e-4)
+        a, b = _weights(tmp_path / f"group{c.seed}"), _weights(tmp_path / f"single{c.seed}")
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
+
+
+def test_stopped_group_resumes_to_the_uninterrupted_result(tmp_path):
+    configs = _configs()
+    straight = [tmp_path / f"straight{c.seed}" for c in configs]
+    stopped = [tmp_path / f"stopped{c.seed}" for c in configs]
+    train_group(configs, straight, quiet=True)
+    first = train_group(configs, stopped, quiet=True, stop_at=15)
+    assert [s["status"] for s in first] == ["stopped"] * 3
+    assert all(not (f / "model.pt").exists() for f in stopped)
+    train_group(configs, stopped, quiet=True, resume=True)
+    for a, b in zip(stopped, straight):
+        # The same stacked arithmetic before and after the stop: the same numbers, to the last bit.
+        assert _log(a) == _log(b)
+        wa, wb = _weights(a), _weights(b)
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_group_killed_between_checkpoints_resumes(tmp_path):
+    """A kill after run 1's checkpoint at step 20 but before run 2's: run 2 lags one evaluation
+    behind and trains alone until it has caught up."""
+    configs = _configs(dtype="float64")
+    straight = [tmp_path / f"straight{c.seed}" for c in configs]
+    killed = [tmp_path / f"killed{c.seed}" for c in configs]
+    train_group(configs, straight, quiet=True)
+
+    def kill(index: int, row: dict) -> None:
+        if index == 1 and row["step"] == 20:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train_group(configs, killed, quiet=True, callback=kill)
+    steps = [torch.load(f / "last.pt", weights_only=True)["step"] for f in killed]
+    assert steps == [20, 20, 10]
+    summaries = train_group(configs, killed, quiet=True, resume=True)
+    assert [s["status"] for s in summaries] == ["finished"] * 3
+    for a, b in zip(killed, straight):
+        assert _close_logs(_log(a), _log(b), rtol=1e-9)
+        wa, wb = _weights(a), _weights(b)
+        for key in wa:
+            torch.testing.assert_close(wa[key], wb[key], rtol=1e-9, atol=1e-12)
+
+
+def test_command_line_writes_one_folder_per_seed(tmp_path, capsys):
+    out = tmp_path / "grp"
+    base = ["--d", "4", "--k", "3", "--n", "24", "--batch", "4", "--eval-every", "5", "--val-batches", "1", "--quiet"]
+    args = [*base, "--steps", "10", "--seeds", "31,32", "--out", str(out)]
+    result = main(args)
+    assert [Path(s["out_dir"]).name for s in result["runs"]] == ["seed31", "seed32"]
+    for seed in (31, 32):
+        folder = out / f"seed{seed}"
+        assert {p.name for p in folder.iterdir()} >= {"log.csv", "last.pt", "best.pt", "model.pt", "manifest.json"}
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["seed"] == seed and "--seeds 31,32" in manifest["command"]
+    # The single-run contract: a folder that holds a run is refused without --resume ...
+    with pytest.raises(SystemExit, match="already holds a training run"):
+        main(args)
+    # ... and --resume with more steps extends both runs.
+    main([*base, "--steps", "15", "--seeds", "31,32", "--out", str(out), "--resume"])
+    assert read_log(out / "seed31" / "log.csv")[-1]["step"] == 15
+    with pytest.raises(SystemExit, match="--seed and --seeds exclude each other"):
+        main([*args, "--seed", "5"])
+    with pytest.raises(SystemExit, match="repeats 3"):
+        main([*base, "--seeds", "3,3", "--out", str(tmp_path / "x")])
+
+
+def test_what_cannot_be_grouped_is_refused_before_any_change(tmp_path):
+    a, b = TrainConfig(**SMALL, seed=1), TrainConfig(**{**SMALL, "d": 6}, seed=2)
+    assert "differ in d" in group_problem([a, b])
+    mixed = TrainConfig(**{**SMALL, "k": 3, "k_min": 2, "k_max": 4}, seed=3)
+    assert "draws its k per batch" in group_problem([mixed])
+    with pytest.raises(ValueError, match="differ in d"):
+        train_group([a, b], [tmp_path / "a", tmp_path / "b"])
+    assert not (tmp_path / "a").exists()
+    # A folder that holds a run refuses the whole group: the other folder gets no file.
+    train(dict(SMALL, seed=1, steps=5), tmp_path / "held", quiet=True)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "held").iterdir() if p.is_file()}
+    c = TrainConfig(**SMALL, seed=2)
+    with pytest.raises(FileExistsError, match="already holds a training run"):
+        train_group([c, a], [tmp_path / "fresh", tmp_path / "held"])
+    assert not any(p.name != ".lock" for p in (tmp_path / "fresh").iterdir())
+    assert {p.name: p.read_bytes() for p in (tmp_path / "held").iterdir() if p.is_file()} == before
+    with pytest.raises(ValueError, match="same run folder"):
+        train_group([a, c], [tmp_path / "same", tmp_path / "same"])
