@@ -13,12 +13,15 @@ pins the thread counts, runs the selected benchmarks, prints the tables and writ
 * ``memory``: :mod:`benchmarks.memory_bench`, a short training run at the paper configuration in
   a child process: peak memory, time per 50-step window with evaluation, and the extrapolated
   time of a full 10 000-step run.
+* ``group``: :mod:`benchmarks.group_bench`, S training runs of one shape as one stacked pass
+  (:mod:`kmtlib.train_group`) against the same runs one after another, at d = 32 and d = 4:
+  runs x steps per second.
 """
 
 from __future__ import annotations
 
-from . import lloyd_bench, memory_bench, training_bench
+from . import group_bench, lloyd_bench, memory_bench, training_bench
 
-BENCHMARKS = {"lloyd": lloyd_bench, "training": training_bench, "memory": memory_bench}
+BENCHMARKS = {"lloyd": lloyd_bench, "training": training_bench, "memory": memory_bench, "group": group_bench}
 
 __all__ = ["BENCHMARKS"]

@@ -141,6 +141,7 @@ SPECS: dict[str, ChapterSpec] = {
                     multiple_of="eval_every",
                 ),
                 "eval_every": size(int, quick=5, book=50, paper=50, minimum=1),
+                "group_runs": size(int, quick=2, book=4, paper=10, minimum=1),
             },
         ),
         ChapterSpec(

@@ -1189,10 +1189,6 @@ class _Run:
         X = _sample(config, g, self.device, self.dtype, k)
         return X, init_centers(X, k, "random", generator=g), k
 
-    def loss(self, X: torch.Tensor, C1: torch.Tensor, k: int) -> torch.Tensor:
-        """The training loss of a batch: the mean smoothed objective of the centres after one step."""
-        return _smoothed_objective(X, C1, self.config.loss_inv_temp_at(k)).mean()
-
     def advance(self, loss: torch.Tensor) -> dict[str, Any] | None:
         """Count a step whose optimiser update is made; evaluate and checkpoint when one is due
         (returns its row)."""
@@ -1323,6 +1319,20 @@ class _Run:
         return summary
 
 
+def step_alone(
+    model: KMeansTransformer, optimizer: torch.optim.Optimizer, X: torch.Tensor, C0: torch.Tensor, inv_temp: float
+) -> torch.Tensor:
+    """One training step of one run: apply the layer once from C0, take the mean smoothed
+    objective of the new centres at inverse temperature ``inv_temp`` as the loss, and make one
+    optimiser update; returns the loss. (:func:`kmtlib.train_group.step_together` is the step
+    of a group.)"""
+    loss = _smoothed_objective(X, model.step(X, C0), inv_temp).mean()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def progress_bar(total: int, initial: int, desc: str, quiet: bool | None) -> Any:
     """The training progress bar: for terminals only (off otherwise, and with ``quiet``). tqdm's text
     bar, not tqdm.auto, which in a Jupyter kernel without ipywidgets warns even when disabled."""
@@ -1358,10 +1368,7 @@ def _train_locked(
                 status = "stopped"
                 break
             X, C0, k = run.draw_batch()
-            loss = run.loss(X, run.model.step(X, C0), k)
-            run.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            run.optimizer.step()
+            loss = step_alone(run.model, run.optimizer, X, C0, config.loss_inv_temp_at(k))
             row = run.advance(loss)
             bar.update(1)
             if row is not None:

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from ._checks import check_int
+from .losses import _smoothed_objective
 from .run_stack import RunStack
 from .train import (
     TrainConfig,
@@ -53,6 +54,7 @@ from .train import (
     progress_bar,
     tune_malloc,
 )
+from .transformer import KMeansTransformer
 
 SHARED: tuple[str, ...] = ("d", "k", "n", "embedding", "code_width", "batch", "gamma", "dtype", "device")
 """The options every run of a group must share (they fix the shapes of the stacked pass)."""
@@ -157,15 +159,11 @@ def _train_group_locked(
             low = min(runs[i].step for i in pending)
             active = [i for i in pending if runs[i].step == low]
             batches = [runs[i].draw_batch() for i in active]
-            X = torch.stack([X for X, _, _ in batches])
-            C0 = torch.stack([C0 for _, C0, _ in batches])
-            C1 = RunStack([runs[i].model for i in active]).step(X, C0)
-            losses = [runs[i].loss(Xi, C1[j], k) for j, (i, (Xi, _, k)) in enumerate(zip(active, batches))]
-            for i in active:
-                runs[i].optimizer.zero_grad(set_to_none=True)
-            torch.stack(losses).sum().backward()
-            for i in active:
-                runs[i].optimizer.step()
+            losses = step_together(
+                [runs[i].model for i in active], [runs[i].optimizer for i in active],
+                [X for X, _, _ in batches], [C0 for _, C0, _ in batches],
+                [runs[i].config.loss_inv_temp_at(k) for i, (_, _, k) in zip(active, batches)],
+            )  # fmt: skip
             for i, loss in zip(active, losses):
                 try:
                     runs[i].advance(loss)
@@ -183,6 +181,25 @@ def _train_group_locked(
             summary = run.finish("finished" if run.done else "stopped")
         summaries.append(summary)
     return summaries
+
+
+def step_together(
+    models: Sequence[KMeansTransformer], optimizers: Sequence[torch.optim.Optimizer], X: Sequence[torch.Tensor],
+    C0: Sequence[torch.Tensor], inv_temps: Sequence[float], products: str = "auto",
+) -> list[torch.Tensor]:  # fmt: skip
+    """One training step of S runs as one stacked pass: run s applies its layer to its batch
+    ``(X[s], C0[s])``, its loss is the mean smoothed objective at ``inv_temps[s]``, and each
+    optimiser makes its run's update; returns the S losses. What :func:`kmtlib.train.step_alone`
+    does for each run, with the layers applied together (:class:`~kmtlib.run_stack.RunStack`)."""
+    C1 = RunStack(models, products=products).step(torch.stack(list(X)), torch.stack(list(C0)))
+    losses = [_smoothed_objective(x, C1[s], t).mean() for s, (x, t) in enumerate(zip(X, inv_temps))]
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+    # Run s's loss depends on run s's weights only: the sum's gradient is every run's own.
+    torch.stack(losses).sum().backward()
+    for optimizer in optimizers:
+        optimizer.step()
+    return losses
 
 
 def _for_run(callback: Callable[[int, dict[str, Any]], None], index: int) -> Callable[[dict[str, Any]], None]:
