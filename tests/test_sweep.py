@@ -3,6 +3,7 @@ through submitit's local executor into the layout the chapters read."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -72,15 +73,25 @@ def test_local_executor_runs_the_groups_as_subprocesses(tmp_path):
     """submitit's local executor (subprocesses, as a Slurm array would run the jobs) gives the
     same runs in the same layout as the serial sweep."""
     pytest.importorskip("submitit")
-    plan = select(paper_plan(seeds=[7], steps=2, **TINY), ["d4_k6_li10_*"])
-    assert len(groups(plan)) == 2
+    plan = select(paper_plan(seeds=[7, 8], steps=2, **TINY), ["d4_k6_li10_*"])
+    assert len(groups(plan)) == 2 and [len(g) for g in groups(plan, runs_per_group=1)] == [1] * 4
     execute(plan, tmp_path / "local", "local", threads=1, poll_s=0.5)
     execute(plan, tmp_path / "serial", "serial", threads=1)
     for run in plan:
         a = kmtlib.load_model(run.folder(tmp_path / "local") / "model.pt").state_dict()
         b = kmtlib.load_model(run.folder(tmp_path / "serial") / "model.pt").state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a), run.name
+        # the two seeds of a shape trained together, as one job
+        manifest = json.loads((run.folder(tmp_path / "local") / "manifest.json").read_text())
+        assert manifest["group"]["runs"] == 2
     assert (tmp_path / "local" / "_submitit").is_dir()
+    # one run per job: the same runs again (each run is the run trained alone)
+    execute(plan, tmp_path / "alone", "serial", threads=1, runs_per_group=1)
+    for run in plan:
+        a = kmtlib.load_model(run.folder(tmp_path / "alone") / "model.pt").state_dict()
+        b = kmtlib.load_model(run.folder(tmp_path / "serial") / "model.pt").state_dict()
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
 
 
 def test_command_line_plan(tmp_path, capsys):
