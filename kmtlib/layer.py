@@ -48,6 +48,8 @@ from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
 from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
 from .equivariant import BROADCASTS, EquivariantMap
+from .kernels.euclidean_softmax import sample_dropped
+from .kernels.point_attention import point_self_attention
 
 BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 """The four blocks in the paper's order mu = 1, 2, 3, 4."""
@@ -366,6 +368,13 @@ class AttentionBlock(nn.Module):
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         c = self.config
+        if self.fast and not c.identity:
+            points = kernels.point_coordinates(self, queries, keys)
+            if points is not None:  # (the same numbers from d-wide products: kernels.point_attention)
+                p = c.dropout if self.training else 0.0
+                B, n, _ = points.shape
+                dropped = sample_dropped(B * n * n, p, self.generator, points.device)
+                return point_self_attention(points, self.query, self.key, self.value, c.inverse_temperature, dropped, p)
         q, k, v = self.query(queries), self.key(keys), self.value(keys)
         if c.identity:
             return v  # (the identity attention matrix: every token its own value)

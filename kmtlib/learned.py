@@ -18,7 +18,8 @@ The model built here re-embeds before every step, so the one layer acts as a map
 It is a :class:`~kmtlib.layer.KMeansLayer` (:func:`trainable_config` says what its blocks compute,
 :func:`init_trainable_weights` draws its weights). Speed: the self-attention of the points (n x n
 per task) is the cost of a training step; with ``model.fast`` (the default) the blocks use the
-kernel :mod:`kmtlib.kernels.euclidean_softmax`, a hand-written backward pass with sparse dropout.
+kernel :mod:`kmtlib.kernels.euclidean_softmax`, a hand-written backward pass with sparse dropout,
+and the points' self-attention runs in the data's d coordinates (:mod:`kmtlib.kernels.point_attention`).
 
 Dropout. The paper's model applies dropout (p = 0.01) to every attention matrix. The authors call
 ``F.dropout(attn, p)`` whose ``training`` flag defaults to True, so their dropout is active at

@@ -14,10 +14,12 @@ so run s's tokens meet run s's weights only, and each run's gradient reaches its
 run by run (S products, each the very product of a single run) or as one batched product over
 the stacked weights (fewer, larger kernels, for a GPU): :data:`PRODUCTS`. The attention itself is
 the same per task whatever run the task belongs to, so the S x B tasks go through the one kernel
-of :mod:`kmtlib.kernels.euclidean_softmax` (the n x n work, where the time goes); only the dropout
-masks are the runs' own: each run draws its blocks' dropped entries from its own generator, in
-the blocks' order, exactly the numbers it would draw training alone, and a run's rate may differ
-from the others'.
+of :mod:`kmtlib.kernels.euclidean_softmax`; only the dropout masks are the runs' own: each run
+draws its blocks' dropped entries from its own generator, in the blocks' order, exactly the
+numbers it would draw training alone, and a run's rate may differ from the others'. The points'
+self-attention (SAX), the n x n work where the time goes, reads tokens ``[x; 0]`` and runs in the
+data's coordinates (:mod:`kmtlib.kernels.point_attention`), whose kernel takes one run's maps: it
+runs run by run, on B tasks each, as in a single run.
 
 The update is the one of :class:`kmtlib.layer.KMeansLayer` (Theorem 2.1's order, the reset added
 first)::
@@ -42,6 +44,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from . import kernels
 from ._checks import check_choice
 from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
 from .layer import BLOCK_NAMES
@@ -140,6 +143,12 @@ class RunStack:
     def attention(self, name: str, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """Block ``name`` of every run: queries (S, B, m, D) over keys (S, B, r, D) -> (S, B, m, D)."""
         blocks = [m.layer.blocks[name] for m in self.models]
+        if queries is keys:
+            # The points' self-attention on tokens [x; 0]: each run's block, through the d-wide
+            # kernel of kmtlib.kernels.point_attention (the n x n work, where the time goes).
+            tokens = [queries[s] for s in range(len(blocks))]
+            if all(kernels.point_coordinates(b, z, z) is not None for b, z in zip(blocks, tokens)):
+                return torch.stack([b(z, z) for b, z in zip(blocks, tokens)])
         q = self.affine(queries, [b.query for b in blocks])
         k = self.affine(keys, [b.key for b in blocks])
         v = self.affine(keys, [b.value for b in blocks])

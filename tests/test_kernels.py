@@ -5,6 +5,8 @@
   (``model.fast = False``) for every option set of ``from_theorem`` and the soft variant;
 * the Euclidean soft-max kernel against its explicit form through the layer's blocks (values
   and gradients; the kernel alone is tested in test_learned.py);
+* the points' self-attention in the data's coordinates against the attention of the projected
+  tokens (values and gradients, with dropout), and where the block takes it;
 * hard self-attention in closed form against the dense n x n attention, block by block.
 
 Float64 throughout; where an exact (bitwise) equality is claimed it rests on operations that do
@@ -25,6 +27,7 @@ from kmtlib import KMeansTransformer
 from kmtlib.kernels import attention_kernel, closed_form_self_attention, limit_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
 from kmtlib.kernels.labels import lowest_true_, lowest_true_plain
+from kmtlib.kernels.point_attention import point_self_attention
 from kmtlib.objective import squared_distances
 from kmtlib.reference.soft import soft_kmeans
 
@@ -240,6 +243,70 @@ def test_euclidean_kernel_dropout_from_a_generator_is_the_formula_with_that_mask
     grad = torch.randn(fast.shape, generator=g, dtype=F64)
     for a, b in zip(torch.autograd.grad(fast, (q, k, v), grad), torch.autograd.grad(slow, (q, k, v), grad)):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+# ------------------------------------------------------------------------------------ points' self-attention
+@pytest.mark.parametrize("embedding", ["onehot", "codes"])
+@pytest.mark.parametrize(("d", "k"), [(1, 2), (3, 4), (8, 5)])
+@pytest.mark.parametrize("p", [0.0, 0.2])
+def test_point_self_attention_is_the_formula(embedding, d, k, p):
+    """SAX on tokens [x; 0] in the data's coordinates (kmtlib.kernels.point_attention) against the
+    Euclidean soft-max attention of the projected tokens, with the same dropped entries: values
+    and the gradients of every weight."""
+    model = KMeansTransformer.trainable(d, k, embedding=embedding, code_width=3 if embedding == "codes" else 0,
+                                        generator=5, dtype=F64)  # fmt: skip
+    block = model.layer.SAX
+    g = torch.Generator().manual_seed(6)
+    with torch.no_grad():
+        for m in (block.query, block.key, block.value):  # large weights and offsets, as training makes them
+            m.weight.mul_(3)
+            m.bias.add_(torch.randn(m.bias.shape, generator=g, dtype=F64))
+    B, n = 3, 21
+    x = torch.randn(B, n, d, generator=g, dtype=F64) + 2.0  # (off the origin: the centring matters)
+    Z = torch.cat([x, torch.zeros(B, n, block.query.weight.shape[0] - d, dtype=F64)], dim=-1)
+    dropped = sample_dropped(B * n * n, p, torch.Generator().manual_seed(7))
+    keep = torch.ones(B * n * n, dtype=F64)
+    keep[dropped] = 0.0
+    scale = block.config.inverse_temperature
+    params = list(block.parameters())
+    grad = torch.randn(B, n, Z.shape[-1], generator=g, dtype=F64)
+    fast = point_self_attention(x, block.query, block.key, block.value, scale, dropped, p)
+    plain = explicit_euclidean_attention(block.query(Z), block.key(Z), block.value(Z), scale, keep.view(B, n, n), p)
+    torch.testing.assert_close(fast, plain, rtol=0, atol=1e-11)
+    for a, b in zip(torch.autograd.grad(fast, params, grad), torch.autograd.grad(plain, params, grad)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_the_block_takes_the_point_path_exactly_where_it_applies(monkeypatch):
+    import kmtlib.layer
+
+    calls = []
+    original = kmtlib.layer.point_self_attention
+    monkeypatch.setattr(kmtlib.layer, "point_self_attention", lambda *a: calls.append(1) or original(*a))
+    model = KMeansTransformer.trainable(3, 4, generator=1, dtype=F64).eval()  # (no dropout: comparable calls)
+    X = kmtlib.sample_tasks(2, 15, 3, 4, generator=2, dtype=F64)
+    C = kmtlib.init_centers(X, 4, generator=3)
+    P, Ct = model.embedding.embed(X, C)
+    sax = model.layer.SAX
+    fast = sax(P, P)
+    assert len(calls) == 1  # points [x; 0], one tensor for queries and keys
+    sax.fast = False
+    torch.testing.assert_close(fast, sax(P, P), rtol=0, atol=1e-11)  # the formula, not the kernel
+    sax.fast = True
+    assert len(calls) == 1
+    updated = P + fast  # the assignment coordinates are filled: not [x; 0] any more
+    sax(updated, updated)
+    sax(P, P.clone())  # two tensors: not a self-attention call the kernel can see as one
+    P_grad = P.clone().requires_grad_(True)  # tokens that need a gradient (the kernel gives the points none)
+    sax(P_grad, P_grad)
+    model.layer.SAC(Ct, Ct)  # centre tokens [c; e]
+    data_only = KMeansTransformer.trainable(3, 4, embedding="data", generator=1, dtype=F64)
+    data_only.layer.SAX(X, X)  # tokens of width d: nothing to save
+    assert len(calls) == 1
+    # The model's training step takes it (once per step: SAX on the re-embedded points).
+    model.train()
+    model.step(X, C).sum().backward()
+    assert len(calls) == 2
 
 
 # ------------------------------------------------------------------------------------ hard self-attention

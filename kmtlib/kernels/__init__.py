@@ -11,6 +11,10 @@ False to run every block by its formula in :mod:`kmtlib.layer`).
   exact Euclidean scores, or Theorem 2.2's dot-product form), and copies carry the same value
   (in the theorem's circuits a point's assignment is a function of the point), the averaging
   hard attention returns each token's own value (plain formula: the n x n attention matrix).
+* :mod:`.point_attention`: the points' self-attention (SAX) of the trainable layer in the data's
+  own coordinates: its tokens ``[x; 0]`` have only d non-zero coordinates, so its n x n products
+  are about d wide instead of d + k, and the points, being data, need no gradient (plain
+  formula: the Euclidean soft-max attention of the projected tokens).
 * :mod:`.limit_model`: a whole forward pass of a fixed-weight model, with the point tokens
   stored coordinate-major (the paper's columns: memory (B, D, n)), updated in place, the weights'
   coordinate selectors evaluated as slices, scratch memory reused from layer to layer, and the
@@ -66,6 +70,25 @@ def closed_form_self_attention(block: AttentionBlock) -> bool:
         W = block.query.weight
         return torch.equal(W, weights["Q"].to(W.device)) and torch.equal(block.key.weight, weights["K"].to(W.device))
     return False
+
+
+def point_coordinates(block: AttentionBlock, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
+    """The non-zero coordinates x (B, n, d) of point tokens ``[x; 0]`` where the block's
+    self-attention can run in them (:mod:`.point_attention`), else None: one tensor for queries
+    and keys, Euclidean soft-max, affine maps, tokens without gradient that are zero past the
+    data coordinates."""
+    c = block.config
+    if not (block.self_attention and queries is keys) or queries.requires_grad:
+        return None
+    if c.score != "euclidean" or c.map != "softmax" or c.is_hard or c.options:
+        return None
+    maps = (block.query, block.key, block.value)
+    if not all(isinstance(m, torch.nn.Linear) and m.bias is not None for m in maps):
+        return None
+    d = block.d
+    if queries.shape[-1] <= d or torch.any(queries[..., d:]):
+        return None
+    return queries[..., :d]
 
 
 def attention_kernel(block: AttentionBlock, q: torch.Tensor, k: torch.Tensor) -> Kernel | None:
