@@ -8,6 +8,8 @@ Command line (every option has the paper's value as its default)::
 
 A folder that already holds a run is refused unless ``--resume`` (continue it; ``--steps`` may
 grow, never fall below the step reached) or ``--overwrite`` (delete it and start again) is given.
+``--seeds S1,S2,...`` instead of ``--seed`` trains a group of runs together, one folder
+``OUT/seed<S>/`` each, every run as if trained alone (:mod:`kmtlib.train_group`).
 
 Python::
 

@@ -5,8 +5,8 @@
 * a group reproduces the single-run trainer's logs and weights for runs that differ in seed,
   loss temperature and dropout rate (float64: to 1e-9 relative; whether they were equal to the
   last bit is reported, not asserted: that rests on how the products round);
-* a group stopped and resumed, and a group killed between two runs' checkpoints (so that one run
-  lags), end as an uninterrupted group;
+* a group stopped and resumed, a group killed between two runs' checkpoints (so that one run
+  lags), and the group command killed by SIGKILL, end as an uninterrupted group;
 * the command line ``--seeds ... --out DIR`` writes DIR/seed<S>/ with the single-run contract;
 * what cannot be grouped is refused before any folder changes.
 """
@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,6 +186,43 @@ def test_group_killed_between_checkpoints_resumes(tmp_path):
         wa, wb = _weights(a), _weights(b)
         for key in wa:
             torch.testing.assert_close(wa[key], wb[key], rtol=1e-9, atol=1e-12)
+
+
+def test_group_command_killed_by_sigkill_resumes(tmp_path):
+    """The group command killed at a random moment (SIGKILL): every run folder holds a valid
+    checkpoint, and resuming the group ends with the weights of a group trained in one go."""
+    out, seeds = tmp_path / "killed", (41, 42, 43)
+    tiny = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2)
+    args = [f"--{name.replace('_', '-')}={value}" for name, value in tiny.items()]
+    args += ["--seeds", ",".join(map(str, seeds)), "--steps", "5000", "--threads", "1", "--quiet", "--out", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "kmtlib.train", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if all(len(read_log(out / f"seed{s}" / "log.csv")) >= 3 for s in seeds):
+                    break
+            except (ValueError, OSError):  # not there yet, or a row caught half-written
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    steps = [torch.load(out / f"seed{s}" / "last.pt", weights_only=True)["step"] for s in seeds]
+    assert all(step % 5 == 0 and 0 < step < 5000 for step in steps)
+    total = max(steps) + 10
+    configs = [TrainConfig(**tiny, seed=s, steps=total) for s in seeds]
+    summaries = train_group(configs, [out / f"seed{s}" for s in seeds], quiet=True, resume=True, threads=1)
+    assert [s["status"] for s in summaries] == ["finished"] * 3
+    train_group(configs, [tmp_path / "straight" / f"seed{s}" for s in seeds], quiet=True, threads=1)
+    for s in seeds:
+        assert _close_logs(_log(out / f"seed{s}"), _log(tmp_path / "straight" / f"seed{s}"), rtol=1e-5)
+        a, b = _weights(out / f"seed{s}"), _weights(tmp_path / "straight" / f"seed{s}")
+        for key in a:
+            torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
 
 
 def test_command_line_writes_one_folder_per_seed(tmp_path, capsys):
