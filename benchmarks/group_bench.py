@@ -6,7 +6,9 @@ them): ``alone`` is one :func:`kmtlib.train.step_alone` per run, one run after a
 the sweep did before the group trainer); ``together`` is one
 :func:`kmtlib.train_group.step_together` for all S (:class:`kmtlib.run_stack.RunStack`). Each
 round times one step of every run on each side, in interleaved rounds on the same machine state
-(:func:`benchmarks.common.time_interleaved`); the throughput is runs x steps per second. Evaluation
+(:func:`benchmarks.common.time_interleaved`), after three warm-up rounds (the group's larger
+buffers take a few steps to settle in the allocator's heap); the throughput is runs x steps per
+second. Evaluation
 is not timed: it is per run on both sides (every ``eval_every`` steps, about a twentieth of the
 training work at the paper's settings).
 
@@ -53,7 +55,7 @@ def _draw(config, state, device: str):
 
 
 def time_group(
-    S: int, n: int, d: int, k: int, batch: int, *, threads: int = 1, repeats: int = MIN_REPEATS, warmup: int = 1,
+    S: int, n: int, d: int, k: int, batch: int, *, threads: int = 1, repeats: int = MIN_REPEATS, warmup: int = 3,
     seed: int = 0, device: str = "cpu",
 ) -> dict[str, Any]:  # fmt: skip
     """Median seconds for one step of S runs, alone (one after another) and together, and the

@@ -107,7 +107,9 @@ class _StackedAffine(torch.autograd.Function):
 def per_run_affine(tokens: torch.Tensor, maps: Sequence[nn.Module]) -> torch.Tensor:
     """``Z[s] W[s]^T + b[s]`` for tokens (S, B, m, D): each run's own map on its own tokens, the
     very product (and backward pass) of a single run."""
-    return torch.stack([f(tokens[s]) for s, f in enumerate(maps)])
+    # (unbind, not indexing: its backward stacks the S gradients, where S index backwards would
+    # each write a zero tensor of the whole stack)
+    return torch.stack([f(z) for z, f in zip(tokens.unbind(0), maps)])
 
 
 def stacked_affine(tokens: torch.Tensor, maps: Sequence[nn.Module]) -> torch.Tensor:
@@ -146,7 +148,7 @@ class RunStack:
         if queries is keys:
             # The points' self-attention on tokens [x; 0]: each run's block, through the d-wide
             # kernel of kmtlib.kernels.point_attention (the n x n work, where the time goes).
-            tokens = [queries[s] for s in range(len(blocks))]
+            tokens = queries.unbind(0)
             if all(kernels.point_coordinates(b, z, z) is not None for b, z in zip(blocks, tokens)):
                 return torch.stack([b(z, z) for b, z in zip(blocks, tokens)])
         q = self.affine(queries, [b.query for b in blocks])
