@@ -603,6 +603,18 @@ def train(
         config = TrainConfig.from_dict(config)
     config = config.validated()
     # Every argument is checked before the folder is created or touched.
+    stop_at, threads = check_run_options(stop_at, threads, resume, overwrite)
+    out = checked_run_folder(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with _run_lock(out):
+        return _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command)
+
+
+def check_run_options(
+    stop_at: int | None, threads: int | None, resume: bool, overwrite: bool
+) -> tuple[int | None, int | None]:
+    """The checks of :func:`train`'s ``stop_at``, ``threads``, ``resume`` and ``overwrite``
+    (shared with the group trainer); returns ``(stop_at, threads)``."""
     if stop_at is not None:
         stop_at = check_int("stop_at", stop_at, minimum=0)
     if threads is not None:
@@ -611,6 +623,11 @@ def train(
         raise ValueError(
             "resume and overwrite exclude each other: resume continues the run in the folder, overwrite deletes it"
         )
+    return stop_at, threads
+
+
+def checked_run_folder(out_dir: str | os.PathLike) -> Path:
+    """``out_dir`` as a Path, refused where it cannot be a run folder (nothing is created)."""
     if not isinstance(out_dir, (str, os.PathLike)):
         raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
     if not os.fspath(out_dir).strip():
@@ -619,9 +636,7 @@ def train(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a folder: choose another run folder (out_dir, --out)")
-    out.mkdir(parents=True, exist_ok=True)
-    with _run_lock(out):
-        return _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command)
+    return out
 
 
 class RunInUseError(RuntimeError):

@@ -43,13 +43,14 @@ from typing import Any
 
 import torch
 
-from ._checks import check_int
 from .losses import _smoothed_objective
 from .run_stack import RunStack
 from .train import (
     TrainConfig,
     _Run,
     _run_lock,
+    check_run_options,
+    checked_run_folder,
     prints_rows,
     progress_bar,
     tune_malloc,
@@ -97,7 +98,8 @@ def train_group(
     and the others go on.
     """
     runs = [(TrainConfig.from_dict(c) if isinstance(c, dict) else c).validated() for c in configs]
-    outs = [Path(o) for o in out_dirs]
+    stop_at, threads = check_run_options(stop_at, threads, resume, overwrite)
+    outs = [checked_run_folder(o) for o in out_dirs]  # (every folder checked before any is created)
     if len(outs) != len(runs):
         raise ValueError(f"{len(runs)} run configuration(s) but {len(outs)} run folder(s)")
     problem = group_problem(runs)
@@ -106,19 +108,6 @@ def train_group(
     resolved = [o.resolve() for o in outs]
     if len(set(resolved)) < len(resolved):
         raise ValueError("two runs of the group have the same run folder")
-    if stop_at is not None:
-        stop_at = check_int("stop_at", stop_at, minimum=0)
-    if threads is not None:
-        threads = check_int("threads", threads, minimum=1)
-    if resume and overwrite:
-        raise ValueError(
-            "resume and overwrite exclude each other: resume continues the runs in the folders, overwrite deletes them"
-        )
-    for out in outs:
-        if not os.fspath(out).strip():
-            raise ValueError("a run folder must be a non-empty path")
-        if out.exists() and not out.is_dir():
-            raise FileExistsError(f"{out} exists and is not a folder: choose another run folder")
     for out in outs:
         out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as locks:

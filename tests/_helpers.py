@@ -91,3 +91,47 @@ def row_indices(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     found = eq.any(-1)
     idx = eq.to(torch.int64).argmax(-1)
     return torch.where(found, idx, torch.full_like(idx, -1))
+
+
+def log_without_wall(folder) -> list[dict]:
+    """A run folder's log rows without the wall time (the one column two equal runs differ in)."""
+    from kmtlib.train import read_log
+
+    return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(folder / "log.csv")]
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (float sums depend on how the work is split, so every run
+    of a comparison, and the command-line subprocesses, use the same count)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def kill_training_command(args: list[str], ready, timeout_s: float = 60.0) -> None:
+    """Start ``python -m kmtlib.train ARGS`` (one thread) and kill it with SIGKILL once ``ready()``
+    is true (a check that may meet files half-written: ValueError and OSError mean "not yet")."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "kmtlib.train", *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            try:
+                if ready():
+                    break
+            except (ValueError, OSError):
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()

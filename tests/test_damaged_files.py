@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _helpers import log_without_wall
 
 import kmtlib
 from kmtbook.shipped import shipped_runs
@@ -91,10 +92,6 @@ def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor])
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
-
-
-def _log_without_wall(folder: Path) -> list[dict]:
-    return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(folder / "log.csv")]
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -262,7 +259,7 @@ def test_resume_repairs_a_damaged_folder_and_ends_as_an_uninterrupted_run(runs, 
     _assert_same_weights(_weights(folder / "last.pt"), _weights(straight / "last.pt"))
     _assert_same_weights(_weights(folder / "model.pt"), _weights(straight / "model.pt"))
     _assert_same_weights(_weights(folder / "best.pt"), _weights(straight / "best.pt"))
-    assert _log_without_wall(folder) == _log_without_wall(straight)
+    assert log_without_wall(folder) == log_without_wall(straight)
     assert summary["best_step"] == json.loads((straight / "manifest.json").read_text())["best_step"]
     assert json.loads((folder / "manifest.json").read_text())["steps"] == STEPS
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
@@ -379,7 +376,7 @@ def test_checkpoint_of_an_older_format_resumes_when_its_log_agrees(runs, tmp_pat
     summary = train(dict(TINY, steps=STEPS), folder, quiet=True, resume=True)
     assert "dropped 1 row(s) after step 20" in summary["notes"][0]
     _assert_same_weights(_weights(folder / "last.pt"), _weights(runs / "straight" / "last.pt"))
-    assert _log_without_wall(folder) == _log_without_wall(runs / "straight")
+    assert log_without_wall(folder) == log_without_wall(runs / "straight")
 
     folder = _copy(runs, tmp_path / "cut")
     _edit_checkpoint(folder / "last.pt", lambda p: (p.pop("log_text"), p.pop("best_model")))
@@ -464,7 +461,7 @@ def test_overwrite_starts_again_as_a_fresh_run(runs, tmp_path):
     fresh = train(dict(TINY, steps=10), tmp_path / "fresh", quiet=True)
     assert fresh["notes"] == []
     _assert_same_weights(_weights(folder / "model.pt"), _weights(tmp_path / "fresh" / "model.pt"))
-    assert _log_without_wall(folder) == _log_without_wall(tmp_path / "fresh")
+    assert log_without_wall(folder) == log_without_wall(tmp_path / "fresh")
     assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in (tmp_path / "fresh").iterdir())
 
 

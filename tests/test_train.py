@@ -9,15 +9,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
 from kmtlib.train import (
     TrainConfig,
@@ -43,17 +41,9 @@ def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor])
         assert torch.equal(a[name], b[name]), name
 
 
-def _log_without_wall(path: Path) -> list[dict]:
-    return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(path / "log.csv")]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Same thread count in every run of a comparison (and in the CLI subprocesses).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_training_lowers_the_loss(tmp_path):
@@ -83,7 +73,7 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert a["scheduler"] == b["scheduler"]
     for name in a["rng"]:
         assert torch.equal(a["rng"][name], b["rng"][name]), name
-    assert _log_without_wall(tmp_path / "straight") == _log_without_wall(tmp_path / "resumed")
+    assert log_without_wall(tmp_path / "straight") == log_without_wall(tmp_path / "resumed")
     m1, m2 = load_model(tmp_path / "straight" / "model.pt"), load_model(tmp_path / "resumed" / "model.pt")
     _assert_same_weights(m1.state_dict(), m2.state_dict())
     assert second["best_step"] == straight["best_step"]
@@ -138,23 +128,7 @@ def test_killed_cli_run_resumes_to_the_same_weights(tmp_path):
         "--out",
         str(out),
     ]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kmtlib.train", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if (out / "last.pt").exists() and len(read_log(out / "log.csv")) >= 3:
-                    break
-            except ValueError:  # a row caught half-written
-                pass
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    kill_training_command(args, lambda: (out / "last.pt").exists() and len(read_log(out / "log.csv")) >= 3)
     ckpt = torch.load(out / "last.pt", weights_only=True)  # valid after a SIGKILL at any moment
     assert ckpt["step"] % 5 == 0 and ckpt["step"] < 5000
     load_model(out / "best.pt")

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
 from kmtlib.init import init_centers
 from kmtlib.losses import _smoothed_objective
@@ -37,20 +33,11 @@ RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))
 SMALL = dict(d=5, k=3, n=40, batch=4, eval_every=10, val_batches=2, steps=30)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _configs(**changes) -> list[TrainConfig]:
     return [TrainConfig(**{**SMALL, **changes}, seed=s, loss_inv_temp=t, dropout=p) for s, t, p in RUNS]
-
-
-def _log(path: Path) -> list[dict]:
-    return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(path / "log.csv")]
 
 
 def _close_logs(a: list[dict], b: list[dict], rtol: float) -> bool:
@@ -114,13 +101,13 @@ def test_group_reproduces_single_runs(tmp_path, record_property):
     bitwise = True
     for c in configs:
         single, group = tmp_path / f"single{c.seed}", tmp_path / f"group{c.seed}"
-        assert _close_logs(_log(group), _log(single), rtol=1e-9), c.seed
+        assert _close_logs(log_without_wall(group), log_without_wall(single), rtol=1e-9), c.seed
         for name in ("model.pt", "best.pt"):
             a, b = _weights(group, name), _weights(single, name)
             for key in a:
                 torch.testing.assert_close(a[key], b[key], rtol=1e-9, atol=1e-12, msg=f"{c.seed} {name} {key}")
                 bitwise = bitwise and torch.equal(a[key], b[key])
-        bitwise = bitwise and _log(group) == _log(single)
+        bitwise = bitwise and log_without_wall(group) == log_without_wall(single)
         manifest = json.loads((group / "manifest.json").read_text())
         assert manifest["config"] == dataclasses.asdict(c)
         assert manifest["group"]["runs"] == 3
@@ -137,7 +124,8 @@ def test_float32_group_matches_single_runs_to_float_tolerance(tmp_path):
         train(c, tmp_path / f"single{c.seed}", quiet=True)
     train_group(configs, [tmp_path / f"group{c.seed}" for c in configs], quiet=True)
     for c in configs:
-        assert _close_logs(_log(tmp_path / f"group{c.seed}"), _log(tmp_path / f"single{c.seed}"), rtol=1e-4)
+        group, single = tmp_path / f"group{c.seed}", tmp_path / f"single{c.seed}"
+        assert _close_logs(log_without_wall(group), log_without_wall(single), rtol=1e-4)
         a, b = _weights(tmp_path / f"group{c.seed}"), _weights(tmp_path / f"single{c.seed}")
         for key in a:
             torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5)
@@ -154,7 +142,7 @@ def test_stopped_group_resumes_to_the_uninterrupted_result(tmp_path):
     train_group(configs, stopped, quiet=True, resume=True)
     for a, b in zip(stopped, straight):
         # The same stacked arithmetic before and after the stop: the same numbers, to the last bit.
-        assert _log(a) == _log(b)
+        assert log_without_wall(a) == log_without_wall(b)
         wa, wb = _weights(a), _weights(b)
         assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
@@ -182,7 +170,7 @@ def test_group_killed_between_checkpoints_resumes(tmp_path):
     summaries = train_group(configs, killed, quiet=True, resume=True)
     assert [s["status"] for s in summaries] == ["finished"] * 3
     for a, b in zip(killed, straight):
-        assert _close_logs(_log(a), _log(b), rtol=1e-9)
+        assert _close_logs(log_without_wall(a), log_without_wall(b), rtol=1e-9)
         wa, wb = _weights(a), _weights(b)
         for key in wa:
             torch.testing.assert_close(wa[key], wb[key], rtol=1e-9, atol=1e-12)
@@ -195,22 +183,7 @@ def test_group_command_killed_by_sigkill_resumes(tmp_path):
     tiny = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2)
     args = [f"--{name.replace('_', '-')}={value}" for name, value in tiny.items()]
     args += ["--seeds", ",".join(map(str, seeds)), "--steps", "5000", "--threads", "1", "--quiet", "--out", str(out)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "kmtlib.train", *args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if all(len(read_log(out / f"seed{s}" / "log.csv")) >= 3 for s in seeds):
-                    break
-            except (ValueError, OSError):  # not there yet, or a row caught half-written
-                pass
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    kill_training_command(args, lambda: all(len(read_log(out / f"seed{s}" / "log.csv")) >= 3 for s in seeds))
     steps = [torch.load(out / f"seed{s}" / "last.pt", weights_only=True)["step"] for s in seeds]
     assert all(step % 5 == 0 and 0 < step < 5000 for step in steps)
     total = max(steps) + 10
@@ -219,7 +192,8 @@ def test_group_command_killed_by_sigkill_resumes(tmp_path):
     assert [s["status"] for s in summaries] == ["finished"] * 3
     train_group(configs, [tmp_path / "straight" / f"seed{s}" for s in seeds], quiet=True, threads=1)
     for s in seeds:
-        assert _close_logs(_log(out / f"seed{s}"), _log(tmp_path / "straight" / f"seed{s}"), rtol=1e-5)
+        straight = tmp_path / "straight" / f"seed{s}"
+        assert _close_logs(log_without_wall(out / f"seed{s}"), log_without_wall(straight), rtol=1e-5)
         a, b = _weights(out / f"seed{s}"), _weights(tmp_path / "straight" / f"seed{s}")
         for key in a:
             torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
