@@ -10,19 +10,20 @@ figures (9 and 10) are sweeps of 10 000-step runs. :func:`paper_plan` lists them
   widths for the ten seeds (folders ``d<d>_k<k>_li<li>_<embedding>_seed<S>/``, what its ``logs_dir``
   reads; the k = 10 point of the k sweep is the main configuration).
 
-Runs that share a shape (d, k, n and token embedding) form a **group**; the groups are independent
-jobs. ``--executor serial`` runs them one after another in this process; ``--executor local`` and
-``--executor slurm`` hand them to `submitit <https://github.com/facebookincubator/submitit>`_
-(local subprocesses, or a Slurm job array), which this module does not reimplement. Whichever way
-a group runs, every run lands in ``OUT/<part>/<run folder>/`` with the contract of
-``python -m kmtlib.train``: a finished run (manifest present) is skipped, an interrupted one
-resumes from its checkpoint, so a killed sweep is continued by running the same command again.
+Runs that share a shape (d, k, n and token embedding) form a **group**; the groups, cut into jobs
+(below), are independent. ``--executor serial`` runs the jobs one after another in this process;
+``--executor local`` and ``--executor slurm`` hand them to
+`submitit <https://github.com/facebookincubator/submitit>`_ (local subprocesses, or a Slurm job
+array), which this module does not reimplement. Whichever way a job runs, every run lands in
+``OUT/<part>/<run folder>/`` with the contract of ``python -m kmtlib.train``: a finished run
+(manifest present) is skipped, an interrupted one resumes from its checkpoint, so a killed sweep
+is continued by running the same command again.
 
-A group's unfinished runs train together, at most ``--runs-per-group`` at a time (memory), as
-one stacked pass with a leading run axis on the weights (:func:`kmtlib.train_group.train_group`:
-each run exactly as if trained alone). ``--plan`` prints the plan and an estimate of its duration
-from the measured seconds per run-step of runs already finished under ``OUT`` (and ``--timings``
-folders), without training anything.
+A group is cut into jobs of at most ``--runs-per-group`` runs (memory); a job's unfinished runs
+train together as one stacked pass with a leading run axis on the weights
+(:func:`kmtlib.train_group.train_group`: each run exactly as if trained alone). ``--plan`` prints
+the plan and an estimate of its duration from the measured seconds per run-step of runs already
+finished under ``OUT`` (and ``--timings`` folders), without training anything.
 """
 
 from __future__ import annotations
@@ -180,9 +181,12 @@ def seconds_per_step(folders: Iterable[Path]) -> dict[tuple[int, int, int, str],
     return {shape: sum(v) / len(v) for shape, v in seen.items()}
 
 
-def describe(runs: Sequence[PlannedRun], out: Path, timings: Sequence[Path] = ()) -> str:
+def describe(
+    runs: Sequence[PlannedRun], out: Path, timings: Sequence[Path] = (), runs_per_group: int = RUNS_PER_GROUP
+) -> str:
     """The plan as text: groups, runs, steps left and the time they would take, from the seconds
-    per step of runs finished under ``out`` or in ``timings`` (other folders of runs)."""
+    per run-step of runs finished under ``out`` or in ``timings`` (other folders of runs); the
+    jobs are the groups cut to ``runs_per_group`` runs trained together."""
     measured = {**seconds_per_step(timings), **seconds_per_step([out])}
     lines, total_left, unknown = [], 0.0, 0
     for group in groups(runs):
@@ -195,7 +199,9 @@ def describe(runs: Sequence[PlannedRun], out: Path, timings: Sequence[Path] = ()
         eta = f", about {left * rate / 3600:.1f} h left" if rate and left else ""
         lines.append(f"group d={d} k={k} n={n} {embedding}: {len(group)} run(s), {left} step(s) left{eta}")
     done = sum(finished(r, out) for r in runs)
-    head = f"{len(runs)} run(s) in {len(groups(runs))} group(s) under {out}; {done} finished"
+    jobs = len(groups(runs, runs_per_group))
+    head = (f"{len(runs)} run(s) in {len(groups(runs))} group(s) under {out}; {done} finished; "
+            f"{jobs} job(s) of at most {runs_per_group} run(s) trained together")  # fmt: skip
     sources = ", ".join(str(p) for p in [out, *timings])
     tail = f"time left, one group after another at the seconds per run-step measured in {sources}: "
     tail += f"about {total_left / 3600:.1f} h"
@@ -316,13 +322,13 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {exc}") from None
     out = Path(args.out)
     timings = [Path(p) for p in args.timings]
-    print(describe(runs, out, timings), file=sys.stderr)
-    if args.plan:
-        return
     if args.runs_per_group < 1:
         raise SystemExit(f"error: --runs-per-group must be >= 1, got {args.runs_per_group}")
+    print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
+    if args.plan:
+        return
     execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group)
-    print(describe(runs, out, timings), file=sys.stderr)
+    print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
 
 
 if __name__ == "__main__":
