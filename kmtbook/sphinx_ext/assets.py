@@ -1,0 +1,95 @@
+"""The files every page loads: MathJax 3 served from the book's own ``_static/`` (no network), the
+book's style sheet, and two fixes of the theme's page context."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+MATHJAX_DEFAULT_PREFIX = "https://cdn.jsdelivr.net/npm/mathjax@3"
+MATHJAX_STATIC = "mathjax"  # folder under _static
+
+
+
+def _mathjax_source() -> Path | None:
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    es5 = Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax" / "es5"
+    return es5 if (es5 / "tex-mml-chtml.js").is_file() else None
+
+
+def use_local_mathjax(app: Sphinx, config) -> None:
+    if not config.kmt_offline_mathjax:
+        return
+    path = config.mathjax_path or ""
+    if path and not path.startswith(MATHJAX_DEFAULT_PREFIX):
+        return  # the book chose its own MathJax: leave it
+    if _mathjax_source() is None:
+        logger.warning("kmt: the Python package django-static-mathjax is missing, so MathJax would load "
+                       "from the network; install the project's 'book' extra", type="kmt", subtype="mathjax")
+        return
+    config.mathjax_path = f"{MATHJAX_STATIC}/tex-mml-chtml.js"
+
+
+def copy_mathjax(app: Sphinx) -> None:
+    source = _mathjax_source()
+    if source is None or not app.config.mathjax_path.startswith(f"{MATHJAX_STATIC}/"):
+        return
+    target = Path(app.outdir) / "_static" / MATHJAX_STATIC
+    if (target / "tex-mml-chtml.js").is_file() and (target / ".source").is_file() \
+            and (target / ".source").read_text() == str(source):
+        return
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    (target / ".source").write_text(str(source))
+
+
+CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
+.kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
+table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
+table.kmt-figures td:nth-child(3) { min-width: 20em; }
+/* the parameters of a chapter: every cell wraps, so that the table fits the content column */
+.kmt-rerun table.kmt-parameters { width: 100%; table-layout: fixed; font-size: 0.85em; }
+.kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td {
+  vertical-align: top; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
+.kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
+  white-space: normal; overflow-wrap: anywhere; }
+p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
+p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
+"""
+
+
+def write_css(app: Sphinx) -> None:
+    if app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    (static / "kmt-book.css").write_text(CSS)
+    app.add_css_file("kmt-book.css")
+
+
+def tidy_page(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Two theme glitches that put errors on the browser console of every page.
+
+    Some inline scripts (sphinx-thebe's ``const THEBE_JS_URL = ...``) reach the page twice with
+    different priorities, and a second ``const`` is a SyntaxError; and pydata-sphinx-theme reads
+    ``default_mode`` from the page context, where an empty value is reported as an invalid mode."""
+    scripts = context.get("script_files")
+    if isinstance(scripts, list):
+        seen, unique = set(), []
+        for js in scripts:
+            # the same inline script arrives once with filename None and once with ''
+            key = (getattr(js, "filename", str(js)) or "", tuple(sorted(getattr(js, "attributes", {}).items())))
+            if key not in seen:
+                seen.add(key)
+                unique.append(js)
+        context["script_files"] = unique
+    if not context.get("default_mode"):
+        context["default_mode"] = app.config.kmt_default_mode

@@ -1,0 +1,279 @@
+"""The figure register and the citations: every labelled figure published under a stable name
+(``figures/<label>.png`` and ``.pdf``), the ``figure-list`` table, the lines "Cite this figure" and
+"Cite this page", the ``book-citation`` and ``figure-citation`` directives and the build's
+``CITATION.cff``."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+from ..chapter import find_repo_root
+from ..citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
+from ..paper_figures import reproduces
+from .pages import (
+    chapter_title,
+    link,
+    make_table,
+    output_folder,
+    page_info,
+    pages_in_order,
+    relative_uri,
+    same_run,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def figure_files(app: Sphinx, docname: str, figure: dict) -> tuple[Path | None, Path | None]:
+    """PNG and PDF of one figure: the files the chapter saved, if they come from the run shown on
+    the page; otherwise the displayed image and no PDF."""
+    page = page_info(app.env)[docname]
+    run = page.get("run")
+    label = figure["label"]
+    if run and run.get("output_dir"):
+        folder = output_folder(app, docname, run)
+        metrics_file = folder / "metrics.json"
+        try:
+            metrics = json.loads(metrics_file.read_text())
+        except (OSError, ValueError):
+            metrics = None
+        if metrics and same_run(run, metrics):
+            png, pdf = folder / f"{label}.png", folder / f"{label}.pdf"
+            if png.is_file():
+                return png, (pdf if pdf.is_file() else None)
+    shown = Path(figure["image"]) if figure.get("image") else None
+    return (shown if shown is not None and shown.is_file() else None), None
+
+
+def figure_target(app: Sphinx, label: str, suffix: str) -> str:
+    return f"{app.config.kmt_figures_dir}/{label}{suffix}"
+
+
+def copy_figures(app: Sphinx) -> None:
+    out = Path(app.outdir)
+    for docname, page in sorted(page_info(app.env).items()):
+        for figure in page["figures"]:
+            png, pdf = figure_files(app, docname, figure)
+            for source, suffix in ((png, ".png"), (pdf, ".pdf")):
+                if source is None:
+                    continue
+                target = out / figure_target(app, figure["label"], suffix)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+
+
+def figure_number(app: Sphinx, docname: str, label: str) -> str:
+    numbers = app.env.toc_fignumbers.get(docname, {}).get("figure", {}).get(label)
+    return "Fig. " + ".".join(map(str, numbers)) if numbers else "(unnumbered)"
+
+
+def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
+    rows = []
+    pages = page_info(app.env)
+    for docname in pages_in_order(app):
+        page = pages[docname]
+        for figure in page["figures"]:
+            png, pdf = figure_files(app, docname, figure)
+            page_uri = app.builder.get_relative_uri(fromdoc, docname)
+            files: list[Any] = []
+            if png is not None:
+                files.append(link("PNG", relative_uri(app, fromdoc, figure_target(app, figure["label"], ".png"))))
+            if pdf is not None:
+                files += [" · " if files else "",
+                          link("PDF", relative_uri(app, fromdoc, figure_target(app, figure["label"], ".pdf")))]
+            elif png is not None:
+                files.append(" (PDF not in this build)")
+            number = nodes.paragraph()
+            number += nodes.strong("", "", link(figure_number(app, docname, figure["label"]),
+                                                f"{page_uri}#{figure['label']}"))
+            label = nodes.paragraph()
+            label += nodes.literal(text=figure["label"])
+            chapter = nodes.paragraph()
+            chapter += link(chapter_title(app, docname), page_uri)
+            cell = [number, label, chapter]
+            if page.get("run"):
+                cell.append(nodes.paragraph(text=f"{page['run']['profile']} profile, seed {page['run']['seed']}"))
+            what = reproduces(posixpath.basename(docname), figure["label"]) or "(not stated)"
+            rows.append([cell, what, figure["caption"], files or ["(no file)"]])
+    if not rows:
+        return nodes.paragraph(text="No labelled figures in this build.")
+    return make_table(["figure", "reproduces", "caption", "files"], rows, [22, 12, 54, 12], classes=("kmt-figures",))
+
+
+# --------------------------------------------------------------------------- citations
+
+
+def set_book_url(app: Sphinx, config) -> None:
+    """The book's address is ``html_baseurl``; at publish time ``$KMT_BOOK_URL`` takes its place."""
+    url = os.environ.get(BOOK_URL_VARIABLE, "").strip()
+    if url:
+        config.html_baseurl = url
+
+
+def _citation(app: Sphinx) -> BookCitation:
+    """How this build is cited (read once per build; see :mod:`kmtbook.citation`)."""
+    citation = getattr(app, "kmt_citation", None)
+    if citation is None:
+        import kmtlib
+
+        citation = read_citation(find_repo_root(Path(app.srcdir)), kmtlib.__version__, app.config.html_baseurl,
+                                 os.environ)
+        setattr(app, "kmt_citation", citation)  # noqa: B010 - Sphinx declares no such attribute
+    return citation
+
+
+def _doc_named(app: Sphinx, stem: str) -> str | None:
+    return next((doc for doc in sorted(app.env.found_docs) if posixpath.basename(doc) == stem), None)
+
+
+def _locator(app: Sphinx, docname: str) -> str:
+    """How a citation names a page: "Chapter 5, Training ..." or the title of an unnumbered page."""
+    title = page_info(app.env).get(docname, {}).get("title") or docname
+    number = app.env.toc_secnumbers.get(docname, {}).get("")
+    return f"Chapter {'.'.join(map(str, number))}, {title}" if number else title
+
+
+def _file_link(app: Sphinx, fromdoc: str, target: str, citation: BookCitation) -> nodes.reference:
+    """A link to a file of the book (``figures/<label>.png``): its address when the book has one."""
+    address = citation.address(target)
+    if address:
+        return link(address, address, internal=False)
+    return link(target, relative_uri(app, fromdoc, target))
+
+
+def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph:
+    """The line under a figure: chapter-qualified number, label, files and the BibTeX key."""
+    citation = _citation(app)
+    label = figure["label"]
+    number = figure_number(app, docname, label)
+    chapter = _locator(app, docname).split(",")[0]
+    png, pdf = figure_files(app, docname, figure)
+    para = nodes.paragraph(classes=["kmt-cite-figure"])
+    para += nodes.strong(text="Cite this figure: ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}, "
+                       f"{chapter}, {number} ({label}). File: ")
+    para += _file_link(app, docname, figure_target(app, label, ".png"), citation) if png is not None \
+        else nodes.Text("(no file in this build)")
+    if pdf is not None:
+        para += nodes.Text(" (vector: ")
+        para += _file_link(app, docname, figure_target(app, label, ".pdf"), citation)
+        para += nodes.Text(")")
+    para += nodes.Text(". BibTeX: ")
+    para += nodes.literal(text=f"\\cite[{number}]{{{citation.key}}}")
+    cite_doc = _doc_named(app, "cite")
+    if cite_doc is not None:
+        para += nodes.Text(" with the book's entry (")
+        para += link("How to cite", app.builder.get_relative_uri(docname, cite_doc))
+        para += nodes.Text(")")
+    para += nodes.Text(".")
+    return para
+
+
+def _page_citation(app: Sphinx, docname: str) -> nodes.paragraph:
+    """The line at the end of every page: how to cite the page, with version, commit and address."""
+    citation = _citation(app)
+    path = app.builder.get_target_uri(docname)
+    para = nodes.paragraph(classes=["kmt-cite-page"])
+    para += nodes.strong(text="Cite this page: ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}). {citation.title}, {citation.build_text()}. "
+                       f"{_locator(app, docname)}. ")
+    address = citation.address(path)
+    para += link(address, address, internal=False) if address else nodes.Text(f"{path} in the book's HTML")
+    para += nodes.Text(f". BibTeX key {citation.key}")
+    cite_doc = _doc_named(app, "cite")
+    if cite_doc is not None and cite_doc != docname:
+        para += nodes.Text(" (")
+        para += link("How to cite", app.builder.get_relative_uri(docname, cite_doc))
+        para += nodes.Text(")")
+    para += nodes.Text(".")
+    return para
+
+
+def add_citations(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    page = page_info(app.env).get(docname)
+    if page is None or app.builder.format != "html":
+        return
+    by_label = {f["label"]: f for f in page["figures"]}
+    for fig in list(doctree.findall(nodes.figure)):
+        label = next((i for i in fig["ids"] if i in by_label), None)
+        if label is not None:
+            fig.parent.insert(fig.parent.index(fig) + 1, _figure_citation(app, docname, by_label[label]))
+    section = doctree.next_node(nodes.section)
+    (section if section is not None else doctree).append(_page_citation(app, docname))
+
+
+def book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:
+    """The BibTeX entry of this build, with what it was read from."""
+    citation = _citation(app)
+    para = nodes.paragraph()
+    para += nodes.Text(f"This build of the book: {citation.build_text(full=True)}; ")
+    if citation.url:
+        para += nodes.Text("published at ")
+        para += link(citation.url, citation.url, internal=False)
+    else:
+        para += nodes.Text("no published address (html_baseurl is not set), so the citations name pages and "
+                           "files by their path in the book's HTML")
+    para += nodes.Text(". The same in machine-readable form: ")
+    para += link("CITATION.cff of this build", relative_uri(app, fromdoc, "CITATION.cff"))
+    para += nodes.Text(".")
+    bibtex = citation.bibtex()
+    return [para, nodes.literal_block(bibtex, bibtex, language="bibtex")]
+
+
+def _caption_title(caption: str) -> str:
+    """The first clause of a caption, as the title of a figure's BibTeX entry."""
+    caption = " ".join(caption.split())
+    first = caption
+    for match in re.finditer(r"[.:;] ", caption):
+        word = caption[:match.start()].rsplit(" ", 1)[-1]
+        if match.group(0) != ". " or not re.fullmatch(r"(?:Figs?|Eqs?|Thm|Tab|No|cf|vs|e\.g|i\.e|[A-Z])", word):
+            first = caption[:match.start()]
+            break
+    first = first.rstrip(".")
+    return first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " ..."
+
+
+def figure_citation_example(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:
+    """How to cite one figure of this build: the line and a BibTeX entry of its own."""
+    label = node["argument"]
+    citation = _citation(app)
+    for docname in pages_in_order(app):
+        figure = next((f for f in page_info(app.env)[docname]["figures"] if f["label"] == label), None)
+        if figure is None:
+            continue
+        number = figure_number(app, docname, label)
+        page = app.builder.get_target_uri(docname) + f"#{label}"
+        quote = nodes.block_quote()
+        line = nodes.paragraph()
+        line += nodes.Text(citation.reference(f"{_locator(app, docname)}, {number} ({label})", page)[:-1])
+        line += nodes.Text("; file ")
+        line += _file_link(app, fromdoc, figure_target(app, label, ".pdf"), citation)
+        line += nodes.Text(".")
+        quote += line
+        bibtex = citation.figure_bibtex(label, number, _locator(app, docname).split(",")[0],
+                                        _caption_title(figure["caption"]), figure_target(app, label, ".pdf"))
+        return [quote, nodes.paragraph(text="or in BibTeX:"), nodes.literal_block(bibtex, bibtex, language="bibtex")]
+    logger.warning(f"kmt: figure-citation names {label}, which is no figure of this build", type="kmt",
+                   subtype="figure", location=node)
+    return [nodes.paragraph(text=f"(The figure {label} is not in this build.)")]
+
+
+def write_cff(app: Sphinx) -> None:
+    """CITATION.cff at the root of the HTML: the repository's, with this build's version, commit and address."""
+    import yaml
+
+    citation = _citation(app)
+    data = citation.cff(read_cff(find_repo_root(Path(app.srcdir))))
+    header = (f"# CITATION.cff of this build of the book ({citation.build_text(full=True)}), written by "
+              "kmtbook.sphinx_ext from the repository's CITATION.cff.\n")
+    (Path(app.outdir) / "CITATION.cff").write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
