@@ -33,7 +33,7 @@ import papermill as pm
 import pytest
 
 from kmtbook.parameters import check_passed_parameters
-from kmtbook.sphinx_ext import downloaded_notebook_command, rerun_command, rerun_values
+from kmtbook.sphinx_ext.rerun import downloaded_notebook_command, rerun_command, rerun_values
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [

@@ -1,5 +1,6 @@
-"""The ``{metric}`` role of kmtbook.sphinx_ext: a page states a chapter's number from the metrics.json
-of the run that page shows, and a number that is not there fails a ``-W`` build by name."""
+"""The ``{metric}`` role (kmtbook.sphinx_ext.metrics): a page states a chapter's number from the
+metrics.json of the run that page shows, and a number that is not there fails a ``-W`` build by name.
+The small projects built here load the whole extension, so the citation test of a build is here too."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from kmtbook.sphinx_ext import format_metric
+from kmtbook.sphinx_ext.metrics import _METRIC, format_metric, metric_value
 
 RUN = "20260101T000000Z-1-000001"
 
@@ -43,6 +45,31 @@ def test_format_metric():
     assert format_metric(3162.3, ".0e") == "3 × 10³" and format_metric(0.0, ".0e") == "0"
     assert format_metric(5.2634, ".2f") == "5.26" and format_metric(0.62, ".0%") == "62%"
     assert format_metric(2063, "") == "2063" and format_metric(True, "") == "True"
+
+
+def test_a_metric_reference_names_chapter_metric_index_and_format():
+    fields = _METRIC.match("05_training:main_model_median[-1]:.2f").groupdict()
+    assert fields == {"chapter": "05_training", "name": "main_model_median", "index": "-1", "spec": ".2f"}
+    assert _METRIC.match("exact_tasks").groupdict() == {"chapter": None, "name": "exact_tasks", "index": None,
+                                                        "spec": None}
+    assert _METRIC.match("05_training:1bad") is None and _METRIC.match("a:b:c:d") is None
+
+
+def test_metric_value_says_why_a_number_is_missing(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "metrics.json").write_text(json.dumps({"gap": 0.5, "curve": [1.0, 2.0], "lost": None, "run_id": RUN}))
+    run = {"profile": "quick", "device": "cpu", "seed": "0", "sizes": "", "output_dir": str(results), "run": RUN}
+    env = SimpleNamespace(kmt_pages={"part/01_demo": {"run": run}, "02_norun": {"run": None}})
+    app = SimpleNamespace(env=env, srcdir=str(tmp_path))
+    assert metric_value(app, "01_demo", "gap", "") == (0.5, "")
+    assert metric_value(app, "01_demo", "curve", "-1") == (2.0, "")
+    assert metric_value(app, "01_demo", "curve", "2") == (None, "metric 'curve' of part/01_demo has no element [2]")
+    assert metric_value(app, "01_demo", "gap", "0") == (None, "metric 'gap' of part/01_demo has no element [0]")
+    assert metric_value(app, "01_demo", "lost", "")[1].endswith("is null (not measured by this run)")
+    assert metric_value(app, "01_demo", "other", "") == (None, "part/01_demo recorded no metric 'other'")
+    assert metric_value(app, "07_nowhere", "gap", "") == (None, "no chapter 07_nowhere in this build")
+    assert metric_value(app, "02_norun", "gap", "") == (None, "its page printed no run line (Chapter.describe)")
 
 
 def test_the_page_shows_the_number_of_the_run(tmp_path):
@@ -101,48 +128,3 @@ def test_the_published_address_comes_from_one_place(tmp_path, monkeypatch):
     assert 'href="https://readers.invalid/kmt-book/01_demo.html"' in page
     cff = yaml.safe_load((tmp_path / "html" / "CITATION.cff").read_text())
     assert cff["url"] == "https://readers.invalid/kmt-book/"
-
-
-def test_a_citation_outside_a_git_checkout_names_no_commit(tmp_path):
-    from kmtbook.citation import read_citation
-
-    (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
-    citation = read_citation(tmp_path, "9.9.9", None, {})
-    assert citation.commit is None and citation.url is None and citation.title == "A book"
-    assert "no commit recorded" in citation.build_text()
-    assert "url" not in citation.bibtex() and "9.9.9" in citation.bibtex()
-    assert citation.where("figures/fig-x.png") == "figures/fig-x.png in the book's HTML"
-
-
-def test_every_figure_says_what_it_reproduces():
-    """kmtbook.paper_figures.REPRODUCES names every labelled figure of the chapters (but those that go
-    beyond the paper as a whole), and no other."""
-    import re
-
-    from kmtbook.paper_figures import BEYOND_CHAPTERS, REPRODUCES
-
-    book = Path(__file__).resolve().parent.parent / "book"
-    labels = {label for path in book.glob("[0-9]*.md") if path.stem not in BEYOND_CHAPTERS
-              for label in re.findall(r"name:\s*(fig-[\w-]+)", path.read_text())}
-    missing = sorted(labels - set(REPRODUCES))
-    assert not missing, f"add these figures to kmtbook/paper_figures.py: {missing}"
-    assert not set(REPRODUCES) - labels, f"no such figures in the book: {sorted(set(REPRODUCES) - labels)}"
-
-
-def test_the_parameter_table_reads_the_cell_and_the_profiles():
-    import jupytext
-
-    from kmtbook.chapter_specs import SPECS
-    from kmtbook.sphinx_ext import parameter_rows
-
-    book = Path(__file__).resolve().parent.parent / "book"
-    rows, paper_is_book = parameter_rows(jupytext.read(book / "05_training.md"), "05_training")
-    by_name = {row["name"]: row for row in rows}
-    assert list(by_name)[:4] == ["device", "seed", "profile", "output_dir"]
-    assert by_name["n_tasks"]["values"] == [SPECS["05_training"].parameters["n_tasks"].profiles[p]
-                                            for p in ("quick", "book", "paper")]
-    assert "take it from the profile" not in by_name["n_tasks"]["meaning"] and by_name["n_tasks"]["meaning"]
-    assert by_name["device"]["values"] == ["auto"] * 3 and by_name["live_k"]["type"] == "int, ≥\u00a01, ≤\u00a0live_n"
-    assert paper_is_book is True
-    _, paper_is_book = parameter_rows(jupytext.read(book / "01_kmeans_and_lloyd.md"), "01_kmeans_and_lloyd")
-    assert paper_is_book is False

@@ -16,7 +16,6 @@ MATHJAX_DEFAULT_PREFIX = "https://cdn.jsdelivr.net/npm/mathjax@3"
 MATHJAX_STATIC = "mathjax"  # folder under _static
 
 
-
 def _mathjax_source() -> Path | None:
     spec = importlib.util.find_spec("mathjax")
     if spec is None or not spec.submodule_search_locations:

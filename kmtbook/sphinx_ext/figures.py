@@ -95,7 +95,7 @@ def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
                 files.append(" (PDF not in this build)")
             number = nodes.paragraph()
             number += nodes.strong("", "", link(figure_number(app, docname, figure["label"]),
-                                                f"{page_uri}#{figure['label']}"))
+                                               f"{page_uri}#{figure['label']}"))
             label = nodes.paragraph()
             label += nodes.literal(text=figure["label"])
             chapter = nodes.paragraph()

@@ -83,32 +83,34 @@ def _run_metrics(app: Sphinx, docname: str) -> tuple[dict | None, str]:
     return metrics, ""
 
 
+def metric_value(app: Sphinx, stem: str, name: str, index: str) -> tuple[Any, str]:
+    """The number a reference ``stem:name[index]`` stands for, or ``(None, why not)``."""
+    chapter = _chapter_docname(app, stem)
+    if chapter is None:
+        return None, f"no chapter {stem} in this build"
+    metrics, problem = _run_metrics(app, chapter)
+    if metrics is None:
+        return None, problem
+    if name not in metrics:
+        return None, f"{chapter} recorded no metric {name!r}"
+    try:
+        value = metrics[name][int(index)] if index else metrics[name]
+    except (TypeError, IndexError):
+        return None, f"metric {name!r} of {chapter} has no element [{index}]"
+    if value is None:
+        return None, f"metric {name!r} of {chapter} is null (not measured by this run)"
+    return value, ""
+
+
 def fill_metrics(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for node in list(doctree.findall(kmt_metric)):
         stem, name, index, spec = node["chapter"], node["name"], node["index"], node["spec"]
-        reference = f"{stem}:{name}" + (f"[{index}]" if index else "")
-        chapter = _chapter_docname(app, stem)
-        text, problem = None, ""
-        if chapter is None:
-            problem = f"no chapter {stem} in this build"
-        else:
-            metrics, problem = _run_metrics(app, chapter)
-            if metrics is not None:
-                if name not in metrics:
-                    problem = f"{chapter} recorded no metric {name!r}"
-                else:
-                    value = metrics[name]
-                    try:
-                        value = value[int(index)] if index else value
-                    except (TypeError, IndexError):
-                        problem = f"metric {name!r} of {chapter} has no element [{index}]"
-                    else:
-                        if value is None:
-                            problem = f"metric {name!r} of {chapter} is null (not measured by this run)"
-                        else:
-                            text = format_metric(value, spec)
-        if text is None:
+        value, problem = metric_value(app, stem, name, index)
+        if value is None:
+            reference = f"{stem}:{name}" + (f"[{index}]" if index else "")
             logger.warning(f"kmt: the number {reference} is not available: {problem}", type="kmt",
                            subtype="metric", location=node)
             text = "(not available in this build)"
+        else:
+            text = format_metric(value, spec)
         node.replace_self(nodes.inline(text, text, classes=["kmt-metric"]))

@@ -207,7 +207,7 @@ def pages_in_order(app: Sphinx) -> list[str]:
 
 
 def make_table(headers: list[str], rows: list[list[Any]], widths: list[int] | None = None,
-           classes: tuple[str, ...] = ()) -> nodes.table:
+               classes: tuple[str, ...] = ()) -> nodes.table:
     table = nodes.table(classes=["kmt-table", *classes])
     group = nodes.tgroup(cols=len(headers))
     table += group

@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import platform
+from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -33,21 +34,7 @@ def runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
             continue
         run = page.get("run") or {}
         exec_data = (nb_meta.get(docname) or {}).get("exec_data") or {}
-        runtime = exec_data.get("runtime")
-        executed = "not executed by this build"
-        if exec_data:
-            executed = f"{exec_data.get('method', '?')}, {runtime:.1f} s" if isinstance(runtime, (int, float)) \
-                else str(exec_data.get("method", "?"))
-            if exec_data.get("succeeded") is False:
-                executed += ", FAILED"
-            how = schedule.get(docname) if isinstance(schedule, dict) else None
-            if isinstance(how, dict) and isinstance(runtime, (int, float)) and how.get("seconds") == round(runtime, 2):
-                at_once = how.get("chapters_at_once")
-                threads = how.get("threads")
-                threads = "1 thread" if threads == "1" else f"{threads} threads" if threads != "default" \
-                    else "torch's default threads"
-                executed += (f"; {threads}, up to {at_once} chapters at a time" if at_once != 1
-                             else f"; alone, {threads}")
+        executed = _execution(exec_data, schedule.get(docname) if isinstance(schedule, dict) else None)
         n_figs = len(page["figures"])
         n_pdf = sum(1 for f in page["figures"] if figure_files(app, docname, f)[1] is not None)
         settings = f"{run['profile']}, {run['device']}, seed {run['seed']}" if run else "not printed by the chapter"
@@ -60,7 +47,27 @@ def runs_table(app: Sphinx, fromdoc: str) -> nodes.Node:
     if not rows:
         return nodes.paragraph(text="No chapters in this build.")
     return make_table(["chapter", "profile, device, seed", "sizes", "execution", "figures", "shipped data"], rows,
-                  [18, 14, 30, 14, 10, 14], classes=("kmt-runs",))
+                      [18, 14, 30, 14, 10, 14], classes=("kmt-runs",))
+
+
+def _execution(exec_data: dict, how: Any) -> str:
+    """How the build executed a chapter (myst-nb's record) and, when kmtbook.execute_chapters ran it ahead
+    of the build (``how``, its record of the same run), with how many threads and chapters at a time."""
+    if not exec_data:
+        return "not executed by this build"
+    runtime = exec_data.get("runtime")
+    executed = f"{exec_data.get('method', '?')}, {runtime:.1f} s" if isinstance(runtime, (int, float)) \
+        else str(exec_data.get("method", "?"))
+    if exec_data.get("succeeded") is False:
+        executed += ", FAILED"
+    if isinstance(how, dict) and isinstance(runtime, (int, float)) and how.get("seconds") == round(runtime, 2):
+        at_once = how.get("chapters_at_once")
+        threads = how.get("threads")
+        threads = "1 thread" if threads == "1" else f"{threads} threads" if threads != "default" \
+            else "torch's default threads"
+        executed += (f"; {threads}, up to {at_once} chapters at a time" if at_once != 1
+                     else f"; alone, {threads}")
+    return executed
 
 
 BUILD_PACKAGES = ("torch", "kmtlib", "numpy", "scipy", "pandas", "scikit-learn", "matplotlib", "seaborn",

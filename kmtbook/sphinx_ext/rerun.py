@@ -20,7 +20,6 @@ logger = logging.getLogger(__name__)
 RERUN_CLASS = "kmt-rerun"
 
 
-
 def _source_notebook(app: Sphinx, docname: str):
     import jupytext
     import nbformat

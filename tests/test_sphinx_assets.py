@@ -1,0 +1,120 @@
+"""What every page loads (kmtbook.sphinx_ext.assets: MathJax from the book's own files, the style
+sheet, the theme's page context) and the executed notebook a chapter page offers for download
+(kmtbook.sphinx_ext.downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+
+from kmtbook.sphinx_ext import assets, downloads
+
+
+def test_mathjax_comes_from_the_installed_package():
+    source = assets._mathjax_source()
+    assert source is not None and (source / "tex-mml-chtml.js").is_file(), "install the book extra"
+
+
+def test_the_book_serves_its_own_mathjax_unless_it_chose_another():
+    config = SimpleNamespace(kmt_offline_mathjax=True, mathjax_path="")
+    assets.use_local_mathjax(None, config)
+    assert config.mathjax_path == "mathjax/tex-mml-chtml.js"
+    config = SimpleNamespace(kmt_offline_mathjax=True, mathjax_path=f"{assets.MATHJAX_DEFAULT_PREFIX}/es5/tex.js")
+    assets.use_local_mathjax(None, config)
+    assert config.mathjax_path == "mathjax/tex-mml-chtml.js"
+    for config in (SimpleNamespace(kmt_offline_mathjax=True, mathjax_path="https://elsewhere.invalid/mj.js"),
+                   SimpleNamespace(kmt_offline_mathjax=False, mathjax_path="")):
+        before = config.mathjax_path
+        assets.use_local_mathjax(None, config)
+        assert config.mathjax_path == before
+
+
+def test_mathjax_is_copied_once(tmp_path, monkeypatch):
+    source = tmp_path / "es5"
+    (source / "output").mkdir(parents=True)
+    (source / "tex-mml-chtml.js").write_text("mathjax")
+    (source / "output" / "chtml.js").write_text("fonts")
+    monkeypatch.setattr(assets, "_mathjax_source", lambda: source)
+    config = SimpleNamespace(mathjax_path="mathjax/tex-mml-chtml.js")
+    app = SimpleNamespace(outdir=str(tmp_path / "html"), config=config)
+    assets.copy_mathjax(app)
+    target = tmp_path / "html" / "_static" / "mathjax"
+    assert (target / "output" / "chtml.js").read_text() == "fonts" and (target / ".source").read_text() == str(source)
+    (target / "output" / "chtml.js").write_text("kept")
+    assets.copy_mathjax(app)  # the same source: nothing copied again
+    assert (target / "output" / "chtml.js").read_text() == "kept"
+    app.config.mathjax_path = "https://elsewhere.invalid/mj.js"
+    assets.copy_mathjax(SimpleNamespace(outdir=str(tmp_path / "other"), config=app.config))
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_style_sheet_is_written_and_linked(tmp_path):
+    linked = []
+    app = SimpleNamespace(builder=SimpleNamespace(format="html"), outdir=str(tmp_path), add_css_file=linked.append)
+    assets.write_css(app)
+    assert (tmp_path / "_static" / "kmt-book.css").read_text() == assets.CSS and linked == ["kmt-book.css"]
+    app = SimpleNamespace(builder=SimpleNamespace(format="latex"), outdir=str(tmp_path / "latex"))
+    assets.write_css(app)
+    assert not (tmp_path / "latex").exists()
+
+
+def test_a_page_loads_each_inline_script_once_and_has_a_colour_mode():
+    script = SimpleNamespace(filename=None, attributes={"body": "const THEBE_JS_URL = 1"})
+    twin = SimpleNamespace(filename="", attributes={"body": "const THEBE_JS_URL = 1"})
+    other = SimpleNamespace(filename="_static/x.js", attributes={})
+    context = {"script_files": [script, other, twin], "default_mode": ""}
+    assets.tidy_page(SimpleNamespace(config=SimpleNamespace(kmt_default_mode="auto")), "index", "page.html",
+                     context, None)
+    assert context == {"script_files": [script, other], "default_mode": "auto"}
+
+
+# --------------------------------------------------------------------------- downloads
+
+
+def _notebook(outputs: bool) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("print(1)")
+    if outputs:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+        cell.execution_count = 1
+    return nbformat.v4.new_notebook(cells=[cell])
+
+
+def _app(tmp_path: Path, config=None) -> SimpleNamespace:
+    out = tmp_path / "_build" / "html"
+    out.mkdir(parents=True)
+    executed = tmp_path / "_build" / "jupyter_execute" / "01_demo.ipynb"
+    executed.parent.mkdir()
+    nbformat.write(_notebook(outputs=False), executed)
+    env = SimpleNamespace(kmt_pages={"01_demo": {"chapter": True}, "index": {"chapter": False}}, mystnb_config=config)
+    return SimpleNamespace(env=env, outdir=str(out))
+
+
+def test_a_chapter_page_offers_its_executed_notebook(tmp_path):
+    app = _app(tmp_path)
+    context: dict = {}
+    downloads.offer_notebook(app, "01_demo", "page.html", context, doctree=object())
+    assert context == {"ipynb_source": "01_demo.ipynb"}
+    for page in ("index", "02_not_executed"):
+        context = {}
+        downloads.offer_notebook(app, page, "page.html", context, doctree=object())
+        assert context == {}
+    downloads.write_downloads(app)
+    executed = Path(app.outdir).parent / "jupyter_execute" / "01_demo.ipynb"
+    assert (Path(app.outdir) / "_sources" / "01_demo.ipynb").read_text() == executed.read_text()
+    assert not (Path(app.outdir) / "_sources" / "index.ipynb").exists()
+
+
+def test_a_chapter_from_the_cache_offers_the_outputs_of_its_run(tmp_path):
+    """MyST-NB writes a cached chapter to jupyter_execute/ without outputs; the download has them."""
+    from jupyter_cache import get_cache
+
+    cache = tmp_path / "cache"
+    ran = tmp_path / "ran.ipynb"
+    nbformat.write(_notebook(outputs=True), ran)
+    get_cache(cache).cache_notebook_file(ran, check_validity=False)
+    app = _app(tmp_path, SimpleNamespace(execution_mode="cache", execution_cache_path=str(cache)))
+    downloads.write_downloads(app)
+    offered = nbformat.read(Path(app.outdir) / "_sources" / "01_demo.ipynb", as_version=4)
+    assert offered.cells[0].outputs[0].text == "1\n"

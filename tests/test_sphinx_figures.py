@@ -1,0 +1,172 @@
+"""The figure register and the citations (kmtbook.sphinx_ext.figures), and the provenance tables
+(kmtbook.sphinx_ext.provenance): which files a figure publishes, the lines "Cite this figure" and
+"Cite this page", the build's CITATION.cff, the chapter-runs and build-environment tables.
+tests/test_sphinx_metrics.py builds small projects with the whole extension."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import yaml
+from docutils import nodes
+
+from kmtbook.citation import read_citation
+from kmtbook.sphinx_ext import figures, provenance
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = "20260101T000000Z-1-000001"
+LABEL = "fig-lloyd-trajectory"
+
+
+def _app(tmp_path: Path, run: str = RUN, url: str | None = None) -> SimpleNamespace:
+    """A built book of an index and one chapter whose run wrote ``fig-lloyd-trajectory`` (PNG and PDF)."""
+    results, src, out = tmp_path / "results", tmp_path / "src", tmp_path / "html"
+    for folder in (results, src, out):
+        folder.mkdir(parents=True, exist_ok=True)
+    (results / "metrics.json").write_text(json.dumps({"run_id": RUN}))
+    (results / f"{LABEL}.png").write_bytes(b"png")
+    (results / f"{LABEL}.pdf").write_bytes(b"pdf")
+    (src / "shown.png").write_bytes(b"shown")
+    (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
+    figure = {"label": LABEL, "caption": "Lloyd's trajectory. Two lines.", "image": str(src / "shown.png")}
+    chapter = {"title": "Demo", "figures": [figure], "shipped": ["data/weights"], "chapter": True,
+               "run": {"profile": "quick", "device": "cpu", "seed": "3", "sizes": "n=4, k=2",
+                       "output_dir": str(results), "run": run}}
+    env = SimpleNamespace(
+        kmt_pages={"index": {"title": "Index", "figures": [], "chapter": False, "run": None},
+                   "01_kmeans_and_lloyd": chapter},
+        toctree_includes={"index": ["01_kmeans_and_lloyd", "cite"]},
+        found_docs={"index", "01_kmeans_and_lloyd", "cite"},
+        toc_secnumbers={"01_kmeans_and_lloyd": {"": (1,)}},
+        toc_fignumbers={"01_kmeans_and_lloyd": {"figure": {LABEL: (1, 2)}}},
+        nb_metadata={"01_kmeans_and_lloyd": {"exec_data": {"method": "cache", "runtime": 12.345}}})
+    builder = SimpleNamespace(format="html", get_target_uri=lambda doc: f"{doc}.html",
+                              get_relative_uri=lambda fromdoc, doc: f"{doc}.html")
+    config = SimpleNamespace(kmt_figures_dir="figures", root_doc="index", html_baseurl=url)
+    app = SimpleNamespace(env=env, builder=builder, config=config, srcdir=str(src), outdir=str(out))
+    app.kmt_citation = read_citation(tmp_path, "9.9.9", url, {})
+    return app
+
+
+def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
+    app = _app(tmp_path)
+    figure = app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
+    png, pdf = figures.figure_files(app, "01_kmeans_and_lloyd", figure)
+    assert (png, pdf) == (tmp_path / "results" / f"{LABEL}.png", tmp_path / "results" / f"{LABEL}.pdf")
+    figures.copy_figures(app)
+    assert (tmp_path / "html" / "figures" / f"{LABEL}.pdf").read_bytes() == b"pdf"
+    # files of another run: the image the page displays, and no PDF
+    other = _app(tmp_path / "other", run="20260101T000000Z-2-000002")
+    shown = other.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
+    assert figures.figure_files(other, "01_kmeans_and_lloyd", shown) == (tmp_path / "other" / "src" / "shown.png", None)
+
+
+def test_the_register_table_lists_each_figure_with_its_files(tmp_path):
+    app = _app(tmp_path)
+    table = figures.figures_table(app, "index")
+    row = list(table.next_node(nodes.tbody).children)
+    assert len(row) == 1
+    cells = [entry.astext() for entry in row[0].findall(nodes.entry)]
+    assert cells[0].split("\n\n") == ["Fig. 1.2", LABEL, "1. Demo", "quick profile, seed 3"]
+    assert cells[1] == "beyond the paper" and cells[3] == "PNG · PDF"
+    refs = [ref["refuri"] for ref in table.findall(nodes.reference)]
+    assert f"figures/{LABEL}.png" in refs and f"01_kmeans_and_lloyd.html#{LABEL}" in refs
+    app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"] = []
+    assert figures.figures_table(app, "index").astext() == "No labelled figures in this build."
+
+
+def test_every_figure_and_page_says_how_to_cite_it(tmp_path):
+    app = _app(tmp_path, url="https://readers.invalid/book/")
+    page = nodes.document(None, None)
+    section = nodes.section()
+    page += section
+    figure = nodes.figure(ids=[LABEL])
+    section += figure
+    figures.add_citations(app, page, "01_kmeans_and_lloyd")
+    figure_line, page_line = section[1], section[2]
+    assert figure_line["classes"] == ["kmt-cite-figure"] and page_line["classes"] == ["kmt-cite-page"]
+    assert "Chapter 1, Fig. 1.2 (fig-lloyd-trajectory)" in figure_line.astext()
+    assert "https://readers.invalid/book/figures/fig-lloyd-trajectory.pdf" in figure_line.astext()
+    assert "Chapter 1, Demo. https://readers.invalid/book/01_kmeans_and_lloyd.html" in page_line.astext()
+    assert [r["refuri"] for r in page_line.findall(nodes.reference)][-1] == "cite.html"
+
+
+def test_a_figure_citation_entry_is_titled_by_the_captions_first_clause():
+    assert figures._caption_title("Lloyd's trajectory. Two lines.") == "Lloyd's trajectory"
+    assert figures._caption_title("As in Fig. 3 of the paper: the loss") == "As in Fig. 3 of the paper"
+    long = figures._caption_title("word " * 40)
+    assert len(long) <= 120 and long.endswith(" ...")
+
+
+def test_the_figure_citation_directive_names_a_figure_of_the_build(tmp_path):
+    app = _app(tmp_path)
+    quote, _, bibtex = figures.figure_citation_example(app, "cite", {"argument": LABEL})
+    assert "Fig. 1.2 (fig-lloyd-trajectory)" in quote.astext() and "figures/fig-lloyd-trajectory.pdf" in bibtex.astext()
+    missing = figures.figure_citation_example(app, "cite", nodes.Element(argument="fig-nowhere"))
+    assert missing[0].astext() == "(The figure fig-nowhere is not in this build.)"
+
+
+def test_the_builds_citation_file_and_address(tmp_path, monkeypatch):
+    app = _app(tmp_path)
+    figures.write_cff(app)
+    text = (tmp_path / "html" / "CITATION.cff").read_text()
+    assert text.startswith("# CITATION.cff of this build of the book (version 9.9.9")
+    assert yaml.safe_load(text)["version"] == "9.9.9"
+    config = SimpleNamespace(html_baseurl="")
+    monkeypatch.setenv("KMT_BOOK_URL", " https://readers.invalid/kmt-book ")
+    figures.set_book_url(app, config)
+    assert config.html_baseurl == "https://readers.invalid/kmt-book"
+
+
+def test_a_citation_outside_a_git_checkout_names_no_commit(tmp_path):
+    (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
+    citation = read_citation(tmp_path, "9.9.9", None, {})
+    assert citation.commit is None and citation.url is None and citation.title == "A book"
+    assert "no commit recorded" in citation.build_text()
+    assert "url" not in citation.bibtex() and "9.9.9" in citation.bibtex()
+    assert citation.where("figures/fig-x.png") == "figures/fig-x.png in the book's HTML"
+
+
+def test_every_figure_says_what_it_reproduces():
+    """kmtbook.paper_figures.REPRODUCES names every labelled figure of the chapters (but those that go
+    beyond the paper as a whole), and no other."""
+    from kmtbook.paper_figures import BEYOND_CHAPTERS, REPRODUCES
+
+    labels = {label for path in (ROOT / "book").glob("[0-9]*.md") if path.stem not in BEYOND_CHAPTERS
+              for label in re.findall(r"name:\s*(fig-[\w-]+)", path.read_text())}
+    missing = sorted(labels - set(REPRODUCES))
+    assert not missing, f"add these figures to kmtbook/paper_figures.py: {missing}"
+    assert not set(REPRODUCES) - labels, f"no such figures in the book: {sorted(set(REPRODUCES) - labels)}"
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def test_the_runs_table_says_how_each_chapter_ran(tmp_path):
+    app = _app(tmp_path)
+    cells = [e.astext() for e in provenance.runs_table(app, "index").next_node(nodes.tbody).findall(nodes.entry)]
+    assert cells == ["1. Demo", "quick, cpu, seed 3", "n=4 k=2", "cache, 12.3 s", "1 (1 with PDF)", "data/weights"]
+
+
+def test_the_execution_column():
+    assert provenance._execution({}, None) == "not executed by this build"
+    failed = {"method": "cache", "runtime": 2.0, "succeeded": False}
+    assert provenance._execution(failed, None) == "cache, 2.0 s, FAILED"
+    ahead = {"seconds": 2.0, "chapters_at_once": 2, "threads": "1"}
+    assert provenance._execution({"method": "cache", "runtime": 2.0}, ahead) == (
+        "cache, 2.0 s; 1 thread, up to 2 chapters at a time")
+    alone = {"seconds": 2.0, "chapters_at_once": 1, "threads": "default"}
+    assert provenance._execution({"method": "cache", "runtime": 2.0}, alone) == (
+        "cache, 2.0 s; alone, torch's default threads")
+    assert provenance._execution({"method": "cache", "runtime": 3.0}, alone) == "cache, 3.0 s"  # another run
+
+
+def test_the_environment_table_names_every_package_of_the_build():
+    table = provenance.environment_table(None, "index")
+    names = [row[0].astext() for row in table.next_node(nodes.tbody).children]
+    assert table["classes"] == ["kmt-table", "kmt-environment"]
+    assert names[:5] == ["Python", "platform", "CPU cores", "KMT_DEVICE", "CUDA"]
+    assert names[5:] == list(provenance.BUILD_PACKAGES)
