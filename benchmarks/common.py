@@ -137,21 +137,26 @@ def time_interleaved(
         except Exception as exc:  # reported by the caller as "not available"
             out[key] = exc
     for _ in range(repeats):
-        for key, fn in fns.items():
-            timing = out[key]
-            if isinstance(timing, Exception):
-                continue
-            start = time.perf_counter()
-            try:
-                last[key] = fn()
-            except Exception as exc:
-                out[key] = exc
-                continue
-            timing.times_s.append(time.perf_counter() - start)
+        _timed_round(fns, out, last)
     for key, timing in out.items():
         if isinstance(timing, Timing):
             timing.last_result = last.get(key)
     return out
+
+
+def _timed_round(fns: dict[Any, Callable[[], Any]], out: dict[Any, Timing | Exception], last: dict[Any, Any]) -> None:
+    """One round of :func:`time_interleaved`: each function that has not failed, called once and timed."""
+    for key, fn in fns.items():
+        timing = out[key]
+        if isinstance(timing, Exception):
+            continue
+        start = time.perf_counter()
+        try:
+            last[key] = fn()
+        except Exception as exc:
+            out[key] = exc
+            continue
+        timing.times_s.append(time.perf_counter() - start)
 
 
 def cpu_model() -> str:

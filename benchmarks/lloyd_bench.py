@@ -33,6 +33,7 @@ the load drift of a busy machine; the table gives medians and minima, and the ra
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -200,14 +201,35 @@ def _agreement(final: np.ndarray, reference: np.ndarray, clean: np.ndarray, dtyp
 def run_regime(
     regime: Regime, *, threads: int, repeats: int, seed: int, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    B, n, d, k, T = regime.batch, regime.n, regime.d, regime.k, regime.steps
+    B, n, d, k = regime.batch, regime.n, regime.d, regime.k
     log(f"\n== {regime.label}")
     X64 = kmtlib.sample_tasks(B, n, d, k, generator=seed, dtype=F64)
     C064 = kmtlib.init_centers(X64, k, method="random", generator=seed + 1)
     data = {F64: (X64, C064), F32: (X64.float(), C064.float())}
+    loop_threads = 1 if B > 1 else threads
+    specs = _regime_rows(regime, data, threads, loop_threads, log)
+    # all rows timed in rounds (see common.time_interleaved), so they share the machine's load drift
+    fns = {i: fn for i, (_, fn, _) in enumerate(specs) if fn is not None}
+    log(f"  timing {len(fns)} rows: 1 warm-up + {repeats} rounds ...")
+    timings = time_interleaved(fns, repeats=repeats, warmup=1)
+    rows = _measured_rows(specs, timings, B, X64, log)
+    _add_ratios_to_lloyd(rows)
+    return {"config": asdict(regime), "label": regime.label, "loop_threads": loop_threads, "rows": rows}
+
+
+RowSpec = tuple[dict[str, Any], Callable[[], Any] | None, Callable]
+"""A row of a regime: its record, the function to time (None: not available here), and the function
+that reads the final centres, the iterations and extra fields from that function's result."""
+
+
+def _regime_rows(
+    regime: Regime, data: dict, threads: int, loop_threads: int, log: Callable[[str], None]
+) -> list[RowSpec]:
+    """The rows of one regime, kmtlib's Lloyd first (the reference of every comparison): the limit
+    transformer, scikit-learn and faiss (a loop over the tasks when the batch holds more than one)."""
+    B, d, k, T = regime.batch, regime.d, regime.k, regime.steps
     loop = B > 1
-    loop_threads = 1 if loop else threads
-    specs: list[tuple[dict[str, Any], Callable[[], Any] | None, Callable]] = []
+    specs: list[RowSpec] = []
 
     def add_row(row_id: str, label: str, dtype: torch.dtype, row_threads: int, build, extract) -> None:
         name = DTYPE_NAMES[dtype]
@@ -220,11 +242,7 @@ def run_regime(
             fn = None
         specs.append((row, fn, extract))
 
-    def kmtlib_extract(result):
-        final = result.centers[:, -1].double().numpy()
-        tasks_with_empty = int((result.n_empty.sum(dim=1) > 0).sum()) if result.n_empty is not None else None
-        return final, {"requested": T, "tasks_stopped_early": 0}, {"tasks_with_empty_cluster": tasks_with_empty}
-
+    kmtlib_extract = functools.partial(_kmtlib_extract, T)
     # kmtlib lloyd first: it is the reference of every comparison
     for dtype in (F32, F64):
         X, C0 = data[dtype]
@@ -247,13 +265,9 @@ def run_regime(
         Xs = [np.ascontiguousarray(X[b].numpy()) for b in range(B)]
         C0s = [np.ascontiguousarray(C0[b].numpy()) for b in range(B)]
 
-        def sk_extract(out):
-            final = np.stack([c for c, _ in out]).astype(np.float64)
-            return final, _iterations_of_loop([it for _, it in out], T), {}
-
         label = "scikit-learn KMeans lloyd" + (" (loop over tasks)" if loop else "")
         build = lambda Xs=Xs, C0s=C0s: _sklearn(Xs, C0s, k, T, loop_threads)  # noqa: E731
-        add_row("sklearn", label, dtype, loop_threads, build, sk_extract)
+        add_row("sklearn", label, dtype, loop_threads, build, functools.partial(_sklearn_extract, T))
 
     X, C0 = data[F32]
     Xs = [np.ascontiguousarray(X[b].numpy()) for b in range(B)]
@@ -264,22 +278,40 @@ def run_regime(
             raise ImportError("faiss-cpu is not installed (pip install -e '.[bench]')")
         return _faiss(Xs, C0s, k, T, loop_threads)
 
-    def faiss_extract(out):
-        final = np.stack([c for c, _, _ in out]).astype(np.float64)
-        split = int(sum(s > 0 for _, _, s in out))
-        return final, _iterations_of_loop([it for _, it, _ in out], T), {"tasks_with_split": split}
-
     label = "faiss Kmeans" + (" (loop over tasks)" if loop else "")
-    add_row("faiss", label, F32, loop_threads, build_faiss, faiss_extract)
+    add_row("faiss", label, F32, loop_threads, build_faiss, functools.partial(_faiss_extract, T))
+    return specs
 
-    # all rows timed in rounds (see common.time_interleaved), so they share the machine's load drift
-    fns = {i: fn for i, (_, fn, _) in enumerate(specs) if fn is not None}
-    log(f"  timing {len(fns)} rows: 1 warm-up + {repeats} rounds ...")
-    timings = time_interleaved(fns, repeats=repeats, warmup=1)
+
+# What each row's result holds: final centres (float64), iterations, and extra fields of the row.
+
+
+def _kmtlib_extract(T: int, result):
+    final = result.centers[:, -1].double().numpy()
+    tasks_with_empty = int((result.n_empty.sum(dim=1) > 0).sum()) if result.n_empty is not None else None
+    return final, {"requested": T, "tasks_stopped_early": 0}, {"tasks_with_empty_cluster": tasks_with_empty}
+
+
+def _sklearn_extract(T: int, out):
+    final = np.stack([c for c, _ in out]).astype(np.float64)
+    return final, _iterations_of_loop([it for _, it in out], T), {}
+
+
+def _faiss_extract(T: int, out):
+    final = np.stack([c for c, _, _ in out]).astype(np.float64)
+    split = int(sum(s > 0 for _, _, s in out))
+    return final, _iterations_of_loop([it for _, it, _ in out], T), {"tasks_with_split": split}
+
+
+def _measured_rows(
+    specs: list[RowSpec], timings: dict, B: int, X64: torch.Tensor, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """Each row's record with its timing and, for a peer of kmtlib's Lloyd in the same precision, its
+    agreement with it (lloyd rows come first: they are the references)."""
     references: dict[str, np.ndarray] = {}
     clean_masks: dict[str, np.ndarray] = {}
     rows = []
-    for i, (row, _, extract) in enumerate(specs):  # lloyd rows come first: they are the references
+    for i, (row, _, extract) in enumerate(specs):
         rows.append(row)
         timing = timings.get(i)
         if isinstance(timing, Exception):
@@ -298,13 +330,16 @@ def run_regime(
             clean_masks[name] = (timing.last_result.n_empty.sum(dim=1) == 0).numpy()
         elif name in references:
             row["agreement_vs_kmtlib_lloyd"] = _agreement(final, references[name], clean_masks[name], name, X64)
+    return rows
 
+
+def _add_ratios_to_lloyd(rows: list[dict[str, Any]]) -> None:
+    """Each available row's time over kmtlib's Lloyd's in the same precision (medians and minima)."""
     lloyd = {r["dtype"]: r for r in rows if r["row"] == "lloyd" and r["available"]}
     for r in rows:
         if r["available"] and r["dtype"] in lloyd:
             r["ratio_to_lloyd"] = r["median_s"] / lloyd[r["dtype"]]["median_s"]
             r["ratio_to_lloyd_of_minima"] = r["min_s"] / lloyd[r["dtype"]]["min_s"]
-    return {"config": asdict(regime), "label": regime.label, "loop_threads": loop_threads, "rows": rows}
 
 
 # ------------------------------------------------------------------------------------------------

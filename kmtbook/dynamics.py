@@ -101,17 +101,7 @@ def run_table(folder: str | os.PathLike | None = None, *, include_diverged: bool
             f"with {SHIP_COMMAND}, or point logs_dir at a folder of runs of python -m kmtlib.train"
         )
     rows = []
-    index = root / INDEX_FILE
-    entries = None
-    if index.is_file():
-        payload = json.loads(index.read_text())
-        candidate = payload.get("runs", payload) if isinstance(payload, dict) else None
-        if (
-            isinstance(candidate, dict)
-            and candidate
-            and all(isinstance(v, dict) and "config" in v for v in candidate.values())
-        ):
-            entries = candidate
+    entries = _index_entries(root / INDEX_FILE)
     if entries is not None:
         for name, record in entries.items():
             if (root / name / LOG_FILE).is_file():
@@ -129,6 +119,22 @@ def run_table(folder: str | os.PathLike | None = None, *, include_diverged: bool
             f"or an {INDEX_FILE} written by {SHIP_COMMAND}); make them with {TRAIN_COMMAND}"
         )
     return table.sort_values([*CONFIG_COLUMNS, "seed"], key=_sort_key).reset_index(drop=True)
+
+
+def _index_entries(index: Path) -> dict[str, dict] | None:
+    """The runs of an index file, name -> record, when it describes every run with its configuration;
+    None when there is no such file or it does not."""
+    if not index.is_file():
+        return None
+    payload = json.loads(index.read_text())
+    candidate = payload.get("runs", payload) if isinstance(payload, dict) else None
+    if (
+        isinstance(candidate, dict)
+        and candidate
+        and all(isinstance(v, dict) and "config" in v for v in candidate.values())
+    ):
+        return candidate
+    return None
 
 
 def _sort_key(column: pd.Series) -> pd.Series:

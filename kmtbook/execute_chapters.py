@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,16 +179,7 @@ def execute_chapters(root: Path, cache_path: Path, *, jobs: int | None = None, t
     refresh(cache_path, root, {p.relative_to(root).with_suffix("").as_posix(): (p, texts[p]) for p in pages})
     cache = get_cache(str(cache_path))
 
-    pending: list[Chapter] = []
-    for path in pages:
-        if path.suffix != ".md" or not is_notebook(texts[path]):
-            continue
-        chapter, nb = read_chapter(path, root)
-        try:
-            cache.match_cache_notebook(nb)
-            continue  # executed before, same code and data
-        except KeyError:
-            pending.append(chapter)
+    pending = _pending_chapters(root, pages, texts, cache)
     if not pending:
         log("kmt: every chapter is in the execution cache; nothing to run")
         return []
@@ -218,19 +210,49 @@ def execute_chapters(root: Path, cache_path: Path, *, jobs: int | None = None, t
             f"({time.perf_counter() - started_all:.0f} s since start)")
 
     if shared:
-        workers = min(jobs, len(shared))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            running = {pool.submit(_execute, str(c.path), timeout, 1): c for c in shared}
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    chapter = running.pop(future)
-                    try:
-                        seconds, nb, error = future.result()
-                    except Exception as err:  # the worker itself died
-                        seconds, nb, error = 0.0, None, f"{type(err).__name__}: {err}"
-                    finish(chapter, seconds, nb, error, "1", workers)
-    for chapter in alone:
+        _run_side_by_side(shared, min(jobs, len(shared)), timeout, finish)
+    _run_alone(alone, timeout, finish)
+    log(f"kmt: executed {len(outcomes)} chapters in {time.perf_counter() - started_all:.0f} s")
+    return outcomes
+
+
+def _pending_chapters(root: Path, pages: list[Path], texts: dict[Path, str], cache: Any) -> list[Chapter]:
+    """The chapters among ``pages`` whose execution ``cache`` does not hold (same code and data)."""
+    pending: list[Chapter] = []
+    for path in pages:
+        if path.suffix != ".md" or not is_notebook(texts[path]):
+            continue
+        chapter, nb = read_chapter(path, root)
+        try:
+            cache.match_cache_notebook(nb)
+        except KeyError:
+            pending.append(chapter)
+    return pending
+
+
+Finish = Callable[[Chapter, float, Any, str | None, str, int], None]
+"""What :func:`execute_chapters` does with a chapter that ran: (chapter, seconds, executed notebook,
+error or None, threads, chapters at once)."""
+
+
+def _run_side_by_side(chapters: list[Chapter], workers: int, timeout: int, finish: Finish) -> None:
+    """Run ``chapters`` ``workers`` at a time with one thread each, finishing each as it ends."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        running = {pool.submit(_execute, str(c.path), timeout, 1): c for c in chapters}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                chapter = running.pop(future)
+                try:
+                    seconds, nb, error = future.result()
+                except Exception as err:  # the worker itself died
+                    seconds, nb, error = 0.0, None, f"{type(err).__name__}: {err}"
+                finish(chapter, seconds, nb, error, "1", workers)
+
+
+def _run_alone(chapters: list[Chapter], timeout: int, finish: Finish) -> None:
+    """Run ``chapters`` one by one with the environment's thread counts."""
+    for chapter in chapters:
         threads = os.environ.get("OMP_NUM_THREADS", "default")
         with ProcessPoolExecutor(max_workers=1) as pool:
             try:
@@ -238,8 +260,6 @@ def execute_chapters(root: Path, cache_path: Path, *, jobs: int | None = None, t
             except Exception as err:
                 seconds, nb, error = 0.0, None, f"{type(err).__name__}: {err}"
         finish(chapter, seconds, nb, error, threads, 1)
-    log(f"kmt: executed {len(outcomes)} chapters in {time.perf_counter() - started_all:.0f} s")
-    return outcomes
 
 
 def _timeout_from_config(root: Path) -> int:

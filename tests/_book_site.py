@@ -75,6 +75,22 @@ def build_site(notebooks: Mapping[str, Path], dest: Path, timeout: float = 1200,
     pages by hand; the tests never set it)."""
     if dest.exists():
         shutil.rmtree(dest)
+    _copy_book_without_chapters(dest)
+    missing = sorted(set(chapter_stems()) - set(notebooks))
+    if missing and not allow_missing:
+        raise RuntimeError(f"no executed notebook for chapter(s) {missing}")
+    if missing:
+        toc = (dest / "_toc.yml").read_text()
+        toc = "".join(ln for ln in toc.splitlines(keepends=True) if not any(f"book/{m}" in ln for m in missing))
+        (dest / "_toc.yml").write_text(toc)
+    for stem, path in notebooks.items():
+        shutil.copy2(path, dest / "book" / f"{stem}.ipynb")
+    return _run_jupyter_book(dest, timeout)
+
+
+def _copy_book_without_chapters(dest: Path) -> None:
+    """The book's configuration (execution off, the rerun boxes naming the chapters' ``.md``), table of
+    contents, references and every file of ``book/`` but the chapters, into ``dest``."""
     (dest / "book").mkdir(parents=True)
     for name in ("_toc.yml", "references.bib"):
         shutil.copy2(ROOT / name, dest / name)
@@ -92,15 +108,10 @@ def build_site(notebooks: Mapping[str, Path], dest: Path, timeout: float = 1200,
             shutil.copytree(item, target)
         else:
             shutil.copy2(item, target)
-    missing = sorted(set(chapter_stems()) - set(notebooks))
-    if missing and not allow_missing:
-        raise RuntimeError(f"no executed notebook for chapter(s) {missing}")
-    if missing:
-        toc = (dest / "_toc.yml").read_text()
-        toc = "".join(ln for ln in toc.splitlines(keepends=True) if not any(f"book/{m}" in ln for m in missing))
-        (dest / "_toc.yml").write_text(toc)
-    for stem, path in notebooks.items():
-        shutil.copy2(path, dest / "book" / f"{stem}.ipynb")
+
+
+def _run_jupyter_book(dest: Path, timeout: float) -> Path:
+    """``jupyter-book build -W -n --keep-going --all`` of the book at ``dest``; the HTML folder."""
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(dest), "-W", "-n", "--keep-going", "--all"]
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}

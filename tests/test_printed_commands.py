@@ -25,6 +25,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,32 +120,29 @@ def rerun_boxes() -> list[Printed]:
     return boxes
 
 
+KINDS: list[tuple[str, Callable[[str, list[str]], bool]]] = [
+    # (kind, test of the command and its words): the first kind whose test holds
+    # the program named in a sentence, not a command line
+    ("mention", lambda c, w: c in ("python -m kmtlib.train", "python3 -m kmtlib.train")
+     or c.endswith("--help-notebook")),
+    ("server", lambda c, w: "-m http.server" in c),  # serves the built book until stopped
+    # a pattern the text explains (`SEEDS="..."`, `--out <folder>`)
+    ("template", lambda c, w: "..." in c or re.search(r"<\w+>", c) is not None),
+    ("install", lambda c, w: w[0] in ("pip", "conda") or "pip install" in c or w[0].endswith("pip")),
+    ("nox", lambda c, w: "nox" in w or w[0] == "nox" or "-m nox" in c),
+    ("chapter", lambda c, w: "papermill" in w),
+    ("train", lambda c, w: "kmtlib.train" in c),
+    ("sweep", lambda c, w: "kmtlib.sweep" in c),
+    ("script", lambda c, w: re.search(r"scripts/\w+\.(sh|py)", c) is not None),
+    ("copy", lambda c, w: w[0] == "cp"),
+    ("benchmark", lambda c, w: "-m benchmarks" in c),
+]
+
+
 def kind(command: str) -> str:
     """What a printed command is, which decides how the test runs it."""
     words = command.split()
-    if command in ("python -m kmtlib.train", "python3 -m kmtlib.train") or command.endswith("--help-notebook"):
-        return "mention"  # the program named in a sentence, not a command line
-    if "-m http.server" in command:
-        return "server"  # serves the built book until stopped
-    if "..." in command or re.search(r"<\w+>", command):
-        return "template"  # a pattern the text explains (`SEEDS="..."`, `--out <folder>`)
-    if words[0] in ("pip", "conda") or "pip install" in command or words[0].endswith("pip"):
-        return "install"
-    if "nox" in words or words[0] == "nox" or "-m nox" in command:
-        return "nox"
-    if "papermill" in words:
-        return "chapter"
-    if "kmtlib.train" in command:
-        return "train"
-    if "kmtlib.sweep" in command:
-        return "sweep"
-    if re.search(r"scripts/\w+\.(sh|py)", command):
-        return "script"
-    if words[0] == "cp":
-        return "copy"
-    if "-m benchmarks" in command:
-        return "benchmark"
-    return "unknown"
+    return next((name for name, test in KINDS if test(command, words)), "unknown")
 
 
 def _env() -> dict[str, str]:
