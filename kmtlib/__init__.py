@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Tasks, initial centres, Lloyd and the objective.
 from .device import make_generator, resolve_device

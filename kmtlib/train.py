@@ -1297,7 +1297,7 @@ class _Run:
         if status != "finished":
             return summary
         model_path = self.model.save(self.out / MODEL_FILE)
-        from . import __version__
+        from ._version import __version__
 
         device = self.device
         manifest = {

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
+from ._version import __version__
 from .embedding import make_embedding
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
@@ -176,8 +177,6 @@ class KMeansTransformer(nn.Module):
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
         """Save weights and configuration to ``path`` atomically (a killed save leaves no partial file)."""
-        from . import __version__
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = self.state_dict()
