@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -71,11 +72,52 @@ def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.bmm(q, k.transpose(1, 2))
 
 
-SCORES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "euclidean": euclidean_scores,
-    "dot": dot_scores,
+# (the scores of a layer's blocks: the one registry, which kmtlib.layer reads and variants add to)
+def _euclidean(q: torch.Tensor, k: torch.Tensor, *, exact: bool, **_: Any) -> torch.Tensor:
+    # (exact: -||q - k||^2 from the differences, 0 exactly for a copy of the query and below 0
+    # for any other key; otherwise the row constant -||q||^2 is left out, as soft-max and hard
+    # attention do not depend on it)
+    return euclidean_scores(q, k, query_norm=exact, exact=exact)
+
+
+def _dot(q: torch.Tensor, k: torch.Tensor, **_: Any) -> torch.Tensor:
+    return dot_scores(q, k)
+
+
+def _euclidean_within_cluster(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, **_: Any) -> torch.Tensor:
+    """The limit ``lam -> inf`` of Euclidean scores with ``Q = K = diag(I_d, sqrt(lam) I_k)``:
+    ``-||q[:d] - k[:d]||^2`` on the keys whose cluster coordinates equal the query's, ``-inf`` on
+    all others. For a centre token ``[c_j; e_j]`` over point tokens ``[x_i; y_i]`` with ``y_i`` on
+    the simplex, ``y_i = e_j`` exactly when ``e_j . y_i = y_ij = 1``: the members of cluster j.
+
+    The distances are taken from the differences, so that equal points score equally on every
+    CPU (a centre that averaged two points is exactly equidistant from both)."""
+    distances = -euclidean_scores(q[..., :d], k[..., :d], exact=True)
+    same_cluster = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
+    return torch.where(same_cluster, -distances, distances.new_full((), -math.inf))
+
+
+ScoreFunction = Callable[..., torch.Tensor]
+"""``score(q, k, *, d, clusters, exact, gamma) -> (B, m, r)``: projected queries (B, m, D') and
+keys (B, r, D') to scores; ``d`` and ``clusters`` say where the data and cluster coordinates
+are, ``exact`` asks for difference-based Euclidean scores, ``gamma`` is the block's inverse
+temperature (a score may refine itself in the limit)."""
+
+SCORES: dict[str, ScoreFunction] = {
+    "euclidean": _euclidean,
+    "dot": _dot,
+    "euclidean_within_cluster": _euclidean_within_cluster,
 }
-"""Score functions by name."""
+"""The attention scores a block of the layer can use, by name (:func:`register_score` adds more;
+:class:`kmtlib.layer.BlockConfig` names one)."""
+
+
+def register_score(name: str, fn: ScoreFunction, *, overwrite: bool = False) -> ScoreFunction:
+    """Add a score function to :data:`SCORES` (the k-medoids variant registers its medoid cost)."""
+    if name in SCORES and not overwrite and SCORES[name] is not fn:
+        raise ValueError(f"attention score {name!r} is already registered (pass overwrite=True to replace it)")
+    SCORES[name] = fn
+    return fn
 
 
 # ----------------------------------------------------------------------------------- maps
@@ -274,7 +316,7 @@ def get_attention_map(name: str) -> AttentionMap:
         ) from None
 
 
-def get_score(name: str) -> Callable[..., torch.Tensor]:
+def get_score(name: str) -> ScoreFunction:
     """The score function registered as ``name`` in :data:`SCORES`."""
     try:
         return SCORES[name]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -46,7 +46,14 @@ from torch import nn
 from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
-from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
+from .attention import (  # noqa: F401 (SCORES, register_score, ScoreFunction: the scores registry, read here)
+    MAX_SCORE_ELEMENTS,
+    SCORES,
+    ScoreFunction,
+    by_query_chunks,
+    get_attention_map,
+    register_score,
+)
 from .equivariant import BROADCASTS, EquivariantMap
 from .kernels.euclidean_softmax import sample_dropped
 from .kernels.point_attention import point_self_attention
@@ -72,60 +79,13 @@ RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
 """Attention maps that draw random numbers: the block passes them its ``generator``."""
 
 
-# ------------------------------------------------------------------------------------ scores
-def _euclidean(q: torch.Tensor, k: torch.Tensor, *, exact: bool, **_: Any) -> torch.Tensor:
-    # (exact: -||q - k||^2 from the differences, 0 exactly for a copy of the query and below 0
-    # for any other key; otherwise the row constant -||q||^2 is left out, as soft-max and hard
-    # attention do not depend on it)
-    return euclidean_scores(q, k, query_norm=exact, exact=exact)
-
-
-def _dot(q: torch.Tensor, k: torch.Tensor, **_: Any) -> torch.Tensor:
-    return dot_scores(q, k)
-
-
-def _euclidean_within_cluster(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, **_: Any) -> torch.Tensor:
-    """The limit ``lam -> inf`` of Euclidean scores with ``Q = K = diag(I_d, sqrt(lam) I_k)``:
-    ``-||q[:d] - k[:d]||^2`` on the keys whose cluster coordinates equal the query's, ``-inf`` on
-    all others. For a centre token ``[c_j; e_j]`` over point tokens ``[x_i; y_i]`` with ``y_i`` on
-    the simplex, ``y_i = e_j`` exactly when ``e_j . y_i = y_ij = 1``: the members of cluster j.
-
-    The distances are taken from the differences, so that equal points score equally on every
-    CPU (a centre that averaged two points is exactly equidistant from both)."""
-    distances = -euclidean_scores(q[..., :d], k[..., :d], exact=True)
-    same_cluster = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
-    return torch.where(same_cluster, -distances, distances.new_full((), -math.inf))
-
-
-ScoreFunction = Callable[..., torch.Tensor]
-"""``score(q, k, *, d, clusters, exact, gamma) -> (B, m, r)``: projected queries (B, m, D') and
-keys (B, r, D') to scores; ``d`` and ``clusters`` say where the data and cluster coordinates
-are, ``exact`` asks for difference-based Euclidean scores, ``gamma`` is the block's inverse
-temperature (a score may refine itself in the limit)."""
-
-SCORES: dict[str, ScoreFunction] = {
-    "euclidean": _euclidean,
-    "dot": _dot,
-    "euclidean_within_cluster": _euclidean_within_cluster,
-}
-"""The attention scores a block can use, by name (:func:`register_score` adds more)."""
-
-
-def register_score(name: str, fn: ScoreFunction, *, overwrite: bool = False) -> ScoreFunction:
-    """Add a score function to :data:`SCORES` (the k-medoids variant registers its medoid cost)."""
-    if name in SCORES and not overwrite and SCORES[name] is not fn:
-        raise ValueError(f"attention score {name!r} is already registered (pass overwrite=True to replace it)")
-    SCORES[name] = fn
-    return fn
-
-
 # ------------------------------------------------------------------------------------ config
 @dataclass(frozen=True)
 class BlockConfig:
     """What one attention block computes (its weights are in the module, not here).
 
     Attributes:
-        score: a name of :data:`SCORES` (``"euclidean"``: ``-||q - k||^2``; ``"dot"``: ``q.k``).
+        score: a name of :data:`kmtlib.attention.SCORES` (``"euclidean"``: ``-||q - k||^2``; ``"dot"``: ``q.k``).
         map: a name of :data:`kmtlib.attention.ATTENTION_MAPS` (``"softmax"``, ``"linear"``, ...).
         gamma: inverse temperature; ``math.inf`` with ``"softmax"`` is the limit, computed as
             averaging hard attention.
@@ -156,11 +116,7 @@ class BlockConfig:
         return self.map == "hardmax" or (self.map == "softmax" and self.gamma == math.inf)
 
     def validated(self, name: str) -> BlockConfig:
-        if self.score not in SCORES:
-            from .variants import import_all  # (a variant registers its own score when imported)
-
-            import_all()
-        if self.score not in SCORES:
+        if self.score not in SCORES:  # (a variant registers its score when imported: the model imports them)
             raise ValueError(
                 f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}"
             )

@@ -179,7 +179,9 @@ def build_model(
     the CPU, in the saved dtype), checking both; ModelFileError names ``path`` on any mismatch."""
     from .layer import LayerConfig
     from .transformer import KMeansTransformer
+    from .variants import import_all
 
+    import_all()  # (a configuration may name a score or map that a variant registers)
     if not isinstance(config, dict):
         raise ModelFileError(
             f"{path}: not a {what} (its {config_entry!r} entry is "

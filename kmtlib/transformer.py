@@ -29,6 +29,7 @@ from .layer import KMeansLayer, LayerConfig
 from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
 from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
+from .variants import import_all
 
 
 class KMeansTransformer(nn.Module):
@@ -50,6 +51,7 @@ class KMeansTransformer(nn.Module):
         super().__init__()
         if not isinstance(config, LayerConfig):
             raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
+        import_all()  # (a block may use a score or map that a variant registers)
         self.config = config.validated()
         self.embedding = make_embedding(config.tokens, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
