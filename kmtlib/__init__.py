@@ -34,8 +34,8 @@ from .attention import (
 from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
 from .constructions import build_theorem_model, theorem_config, theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
-from .model_file import ModelFileError
-from .transformer import KMeansTransformer, load_model
+from .model_file import ModelFileError, load_model
+from .transformer import KMeansTransformer
 
 # The learned layer's training loss and multi-step evaluation.
 from .evaluate import evaluate_multistep, evaluate_seeds

@@ -178,3 +178,4 @@ def build_trainable_model(
     if device is not None:
         model = model.to(device)
     return model
+

@@ -24,12 +24,16 @@ from torch import nn
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
 from .embedding import make_embedding
+from .equivariant import EquivariantMap
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
-from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
 from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
 from .variants import import_all
+
+MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
+"""Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
+:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before it)."""
 
 
 class KMeansTransformer(nn.Module):
@@ -193,6 +197,25 @@ class KMeansTransformer(nn.Module):
         return path
 
 
+@torch.no_grad()
+def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
+    """The layer ``model`` (one k, one-hot tokens) averaged over all renumberings of its clusters: the
+    same configuration with ``any_k``, each query, key and value map replaced by
+    :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
+    the layer a permutation-equivariant training would have to find near the trained one."""
+    config = model.config
+    if config.any_k or config.tokens != "onehot":
+        raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
+    out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
+    dtype = next(model.parameters()).dtype
+    out = out.to(dtype)
+    for name, block in model.layer.blocks.items():
+        for role, linear in zip(("query", "key", "value"), block.linear_maps()):
+            projection = EquivariantMap.from_linear(linear, config.d)
+            getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
+    return out.to(next(model.parameters()).device).train(model.training)
+
+
 def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:
     """``torch.save`` to a temporary file in the same folder, then rename over ``path``.
 
@@ -237,14 +260,3 @@ def fsync_dir(folder: Path) -> None:
     finally:
         os.close(fd)
 
-
-def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
-    """Rebuild a :class:`KMeansTransformer` saved with :meth:`KMeansTransformer.save`.
-
-    Raises ``FileNotFoundError`` for a missing file and :class:`~kmtlib.ModelFileError` (a
-    ``ValueError``; the message starts with the path and says what is wrong) for a file that is
-    empty, truncated, damaged, not a torch file, a pickle of other objects, or a torch file of
-    something else (a tensor, another model's weights, a configuration that does not fit them).
-    See :mod:`kmtlib.model_file`.
-    """
-    return load_model_file(path, map_location)

@@ -20,8 +20,9 @@ from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
 from kmtlib.layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig
+from kmtlib.model_file import load_model
 from kmtlib.objective import nearest_center, squared_distances
-from kmtlib.transformer import KMeansTransformer, load_model
+from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64
 MARGIN = 1e-8
