@@ -178,4 +178,3 @@ def build_trainable_model(
     if device is not None:
         model = model.to(device)
     return model
-
