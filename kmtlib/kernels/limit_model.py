@@ -22,8 +22,8 @@ of a sum (BLAS may add the terms of a product in another order for another memor
   nobody else holds them); temporaries live in one :class:`~kmtlib.kernels.scratch.Scratch`.
 * **The objective from the assignment.** Where CAX is hard Euclidean attention of the data
   coordinates and SAX resets exactly, the tokens after a layer hold the nearest-centre
-  assignment of the centres it read (:func:`writes_hard_assignment`), so the objective of those
-  centres needs no second distance computation.
+  assignment of the centres it read (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`),
+  so the objective of those centres needs no second distance computation.
 
 Hard self-attention is evaluated in closed form (each token's own value, see
 :mod:`kmtlib.kernels`); where hard attention compares scores from a product, equal keys get
