@@ -407,7 +407,9 @@ class AttentionBlock(nn.Module):
                 p = c.dropout if self.training else 0.0
                 B, n, _ = points.shape
                 dropped = sample_dropped(B * n * n, p, self.generator, points.device)
-                return point_self_attention(points, self.query, self.key, self.value, c.inverse_temperature, dropped, p)
+                Q, K, V = self.linear_maps()  # (affine maps with bias: point_coordinates checked)
+                maps = (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias)
+                return point_self_attention(points, *maps, c.inverse_temperature, dropped, p)
         q, k, v = self.query(queries), self.key(keys), self.value(keys)
         if c.identity:
             return v  # (the identity attention matrix: every token its own value)

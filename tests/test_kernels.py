@@ -270,7 +270,8 @@ def test_point_self_attention_is_the_formula(embedding, d, k, p):
     scale = block.config.inverse_temperature
     params = list(block.parameters())
     grad = torch.randn(B, n, Z.shape[-1], generator=g, dtype=F64)
-    fast = point_self_attention(x, block.query, block.key, block.value, scale, dropped, p)
+    Q, K, V = block.linear_maps()
+    fast = point_self_attention(x, (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias), scale, dropped, p)
     plain = explicit_euclidean_attention(block.query(Z), block.key(Z), block.value(Z), scale, keep.view(B, n, n), p)
     torch.testing.assert_close(fast, plain, rtol=0, atol=1e-11)
     for a, b in zip(torch.autograd.grad(fast, params, grad), torch.autograd.grad(plain, params, grad)):
