@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Tasks, initial centres, Lloyd and the objective.
 from .device import make_generator, resolve_device
@@ -34,8 +34,8 @@ from .attention import (
 from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
 from .constructions import build_theorem_model, theorem_config, theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
-from .model_file import ModelFileError
-from .transformer import KMeansTransformer, load_model
+from .model_file import ModelFileError, load_model
+from .transformer import KMeansTransformer
 
 # The learned layer's training loss and multi-step evaluation.
 from .evaluate import evaluate_multistep, evaluate_seeds

@@ -17,11 +17,17 @@ k-means++ draws do not change when points and centres are multiplied by one powe
 that multiplication is exact, so :func:`power_of_two_exponents` finds, per task, the exponent
 that brings out-of-range data to magnitude about 1, and :func:`times_power_of_two` applies it
 (and takes it back). In-range tasks are not touched (exponent 0).
+
+Scores and their size. :func:`euclidean_scores` (the paper's Euclidean attention, by the expansion
+or from the differences), :func:`times_gamma` (an inverse temperature above the dtype's range),
+:func:`by_query_chunks` and :data:`MAX_SCORE_ELEMENTS` (the one size cap of a score block): shared
+by the attention maps of :mod:`kmtlib.attention` and the kernels of :mod:`kmtlib.kernels`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -139,3 +145,77 @@ def times_power_of_two(t: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
     for i in range(int(full.max())):
         t = t * _powers_of_two(torch.where(full > i, sign * limit, 0), t.dtype).view(shape)
     return t
+
+
+# ----------------------------------------------------------------------------------- scores
+def euclidean_scores(
+    q: torch.Tensor, k: torch.Tensor, *, query_norm: bool = True, exact: bool = False
+) -> torch.Tensor:
+    """Euclidean attention scores ``-||q_i - k_l||^2``, shape (B, m, r).
+
+    Computed through the expansion ``-||q_i||^2 + 2 q_i.k_l - ||k_l||^2`` with one batched matrix
+    product (``baddbmm``), the fast route.
+
+    Args:
+        q: queries (B, m, D).
+        k: keys (B, r, D).
+        query_norm: include the ``-||q_i||^2`` term. It is the same for every key of a row, so
+            soft-max and hard attention do not depend on it and the attention blocks leave it out
+            (``query_norm=False`` gives ``2 q_i.k_l - ||k_l||^2``); the full score (clamped at 0
+            from above against rounding) is what plots of the score matrix want.
+        exact: compute from the differences ``q_i - k_l`` themselves instead of the expansion:
+            no cancellation error (identical tokens score exactly 0, the maximum), at the price
+            of a (B, m, r, D) temporary. For small problems and verification.
+    """
+    if exact:
+        diff = q.unsqueeze(2) - k.unsqueeze(1)
+        scores = -(diff * diff).sum(-1)
+        if not query_norm:
+            scores = scores + (q * q).sum(-1, keepdim=True)
+        return scores
+    base = -(k * k).sum(-1).unsqueeze(1)  # (B, 1, r)
+    if query_norm:
+        base = base - (q * q).sum(-1, keepdim=True)  # (B, m, r)
+    scores = torch.baddbmm(base, q, k.transpose(1, 2), alpha=2.0)
+    return scores.clamp_max_(0.0) if query_norm else scores
+
+
+def times_gamma(shifted: torch.Tensor, gamma: float, in_place: bool = False) -> torch.Tensor:
+    """``gamma * shifted`` for scores shifted by their row maximum (<= 0). A ``gamma`` above the
+    dtype's largest number (1e39 and more in float32) would become inf there, and the row
+    maximum's ``inf * 0`` NaN: such a ``gamma`` is applied as several representable factors
+    (0 stays 0, the rest runs to -inf: weight 0, the limit)."""
+    largest = torch.finfo(shifted.dtype).max
+    while gamma > largest:
+        shifted = shifted.mul_(largest) if in_place else shifted * largest
+        gamma /= largest
+        in_place = True  # (a fresh tensor from here on)
+    return shifted.mul_(gamma) if in_place else shifted * gamma
+
+
+MAX_SCORE_ELEMENTS = 1 << 22
+"""Largest score block (tasks x queries x keys) materialised at once, about 32 MB in float64: the
+one size cap of kmtlib's attention (:func:`kmtlib.attention.attend`, the layer's blocks, the full maps of
+:func:`kmtlib.inspect_layer.layer_maps`)."""
+
+
+def by_query_chunks(
+    block: Callable[[torch.Tensor], torch.Tensor],
+    q: torch.Tensor,
+    elements_per_query: int,
+    *,
+    max_elements: int = MAX_SCORE_ELEMENTS,
+    copy: bool = False,
+) -> torch.Tensor:
+    """``block(q)`` for queries ``q`` (B, m, D), evaluated on consecutive chunks of queries so that
+    no chunk needs more than ``max_elements`` score elements (``elements_per_query`` for each
+    query), the outputs concatenated along the queries. Exact: attention maps work row by row,
+    so a chunk's rows are the rows of the whole. ``copy``: clone each chunk's output before the
+    next chunk runs (for a block that returns scratch memory it reuses)."""
+    m = q.shape[1]
+    chunk = max(1, max_elements // max(elements_per_query, 1))
+    if chunk >= m:
+        return block(q)
+    if copy:
+        return torch.cat([block(q[:, i : i + chunk]).clone() for i in range(0, m, chunk)], dim=1)
+    return torch.cat([block(q[:, i : i + chunk]) for i in range(0, m, chunk)], dim=1)

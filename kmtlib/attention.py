@@ -21,12 +21,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ._checks import check_positive_float
-from ._numerics import tie_equal_keys
+from ._numerics import (
+    MAX_SCORE_ELEMENTS,
+    by_query_chunks,
+    euclidean_scores,
+    tie_equal_keys,
+    times_gamma,
+)
 from .kernels.labels import lowest_true_
+from .kernels.weights import unnormalised_row_weights_
 
 AttentionMap = Callable[..., torch.Tensor]
 """A map ``fn(scores, gamma, **options) -> weights``: scores (B, m, r) to weights (B, m, r), row by
@@ -34,48 +42,57 @@ row. ``gamma`` is the inverse temperature; maps without a temperature ignore it.
 
 
 # ----------------------------------------------------------------------------------- scores
-def euclidean_scores(
-    q: torch.Tensor, k: torch.Tensor, *, query_norm: bool = True, exact: bool = False
-) -> torch.Tensor:
-    """Euclidean attention scores ``-||q_i - k_l||^2``, shape (B, m, r).
-
-    Computed through the expansion ``-||q_i||^2 + 2 q_i.k_l - ||k_l||^2`` with one batched matrix
-    product (``baddbmm``), the fast route.
-
-    Args:
-        q: queries (B, m, D).
-        k: keys (B, r, D).
-        query_norm: include the ``-||q_i||^2`` term. It is the same for every key of a row, so
-            soft-max and hard attention do not depend on it and the attention blocks leave it out
-            (``query_norm=False`` gives ``2 q_i.k_l - ||k_l||^2``); the full score (clamped at 0
-            from above against rounding) is what plots of the score matrix want.
-        exact: compute from the differences ``q_i - k_l`` themselves instead of the expansion:
-            no cancellation error (identical tokens score exactly 0, the maximum), at the price
-            of a (B, m, r, D) temporary. For small problems and verification.
-    """
-    if exact:
-        diff = q.unsqueeze(2) - k.unsqueeze(1)
-        scores = -(diff * diff).sum(-1)
-        if not query_norm:
-            scores = scores + (q * q).sum(-1, keepdim=True)
-        return scores
-    base = -(k * k).sum(-1).unsqueeze(1)  # (B, 1, r)
-    if query_norm:
-        base = base - (q * q).sum(-1, keepdim=True)  # (B, m, r)
-    scores = torch.baddbmm(base, q, k.transpose(1, 2), alpha=2.0)
-    return scores.clamp_max_(0.0) if query_norm else scores
-
-
 def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Dot-product attention scores ``q_i . k_l``, shape (B, m, r)."""
     return torch.bmm(q, k.transpose(1, 2))
 
 
-SCORES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "euclidean": euclidean_scores,
-    "dot": dot_scores,
+# (the scores of a layer's blocks: the one registry, which kmtlib.layer reads and variants add to)
+def _euclidean(q: torch.Tensor, k: torch.Tensor, *, exact: bool, **_: Any) -> torch.Tensor:
+    # (exact: -||q - k||^2 from the differences, 0 exactly for a copy of the query and below 0
+    # for any other key; otherwise the row constant -||q||^2 is left out, as soft-max and hard
+    # attention do not depend on it)
+    return euclidean_scores(q, k, query_norm=exact, exact=exact)
+
+
+def _dot(q: torch.Tensor, k: torch.Tensor, **_: Any) -> torch.Tensor:
+    return dot_scores(q, k)
+
+
+def _euclidean_within_cluster(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, **_: Any) -> torch.Tensor:
+    """The limit ``lam -> inf`` of Euclidean scores with ``Q = K = diag(I_d, sqrt(lam) I_k)``:
+    ``-||q[:d] - k[:d]||^2`` on the keys whose cluster coordinates equal the query's, ``-inf`` on
+    all others. For a centre token ``[c_j; e_j]`` over point tokens ``[x_i; y_i]`` with ``y_i`` on
+    the simplex, ``y_i = e_j`` exactly when ``e_j . y_i = y_ij = 1``: the members of cluster j.
+
+    The distances are taken from the differences, so that equal points score equally on every
+    CPU (a centre that averaged two points is exactly equidistant from both)."""
+    distances = -euclidean_scores(q[..., :d], k[..., :d], exact=True)
+    same_cluster = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
+    return torch.where(same_cluster, -distances, distances.new_full((), -math.inf))
+
+
+ScoreFunction = Callable[..., torch.Tensor]
+"""``score(q, k, *, d, clusters, exact, gamma) -> (B, m, r)``: projected queries (B, m, D') and
+keys (B, r, D') to scores; ``d`` and ``clusters`` say where the data and cluster coordinates
+are, ``exact`` asks for difference-based Euclidean scores, ``gamma`` is the block's inverse
+temperature (a score may refine itself in the limit)."""
+
+SCORES: dict[str, ScoreFunction] = {
+    "euclidean": _euclidean,
+    "dot": _dot,
+    "euclidean_within_cluster": _euclidean_within_cluster,
 }
-"""Score functions by name."""
+"""The attention scores a block of the layer can use, by name (:func:`register_score` adds more;
+:class:`kmtlib.layer.BlockConfig` names one)."""
+
+
+def register_score(name: str, fn: ScoreFunction, *, overwrite: bool = False) -> ScoreFunction:
+    """Add a score function to :data:`SCORES` (the k-medoids variant registers its medoid cost)."""
+    if name in SCORES and not overwrite and SCORES[name] is not fn:
+        raise ValueError(f"attention score {name!r} is already registered (pass overwrite=True to replace it)")
+    SCORES[name] = fn
+    return fn
 
 
 # ----------------------------------------------------------------------------------- maps
@@ -121,20 +138,7 @@ def softmax_attention(scores: torch.Tensor, gamma: float) -> torch.Tensor:
         return hard_attention(scores)
     # (the shift is a constant for each row: no gradient flows through it)
     shifted = scores - scores.amax(dim=-1, keepdim=True).detach()
-    return torch.softmax(_times_gamma(shifted, gamma), dim=-1)
-
-
-def _times_gamma(shifted: torch.Tensor, gamma: float, in_place: bool = False) -> torch.Tensor:
-    """``gamma * shifted`` for scores shifted by their row maximum (<= 0). A ``gamma`` above the
-    dtype's largest number (1e39 and more in float32) would become inf there, and the row
-    maximum's ``inf * 0`` NaN: such a ``gamma`` is applied as several representable factors
-    (0 stays 0, the rest runs to -inf: weight 0, the limit)."""
-    largest = torch.finfo(shifted.dtype).max
-    while gamma > largest:
-        shifted = shifted.mul_(largest) if in_place else shifted * largest
-        gamma /= largest
-        in_place = True  # (a fresh tensor from here on)
-    return shifted.mul_(gamma) if in_place else shifted * gamma
+    return torch.softmax(times_gamma(shifted, gamma), dim=-1)
 
 
 def linear_attention_weights(scores: torch.Tensor, gamma: float | None = None) -> torch.Tensor:
@@ -197,55 +201,16 @@ def unnormalised_weights_(
     * softmax at finite ``gamma``: U = exp(gamma (s - max s)), Z = the row sum (>= 1);
     * linear: U = the scores, Z = the row sum; a zero row becomes a row of ones with Z = r
       (uniform weights, the empty-cluster rule).
+
+    (The three are the kernel :func:`kmtlib.kernels.weights.unnormalised_row_weights_`.)
     """
     fn = get_attention_map(name)
     hard = fn is _hardmax_map or (
         fn is softmax_attention and check_positive_float("gamma", gamma, allow_inf=True) == math.inf
     )
-    if hard or fn is softmax_attention:
-        if not owned:
-            scores = scores.clone()
-        top = scores.amax(dim=-1, keepdim=True)
-        if hard:
-            scores.eq_(top)  # 1.0 where a key attains the row maximum, else 0.0 (dtype kept)
-            if _one_winner_per_row(scores, top):
-                return scores, None  # every count is 1: nothing to normalise
-        else:
-            _times_gamma(scores.sub_(top), gamma, in_place=True).exp_()
-        return scores, _row_sums(scores)
-    if fn is linear_attention_weights:
-        total = _row_sums(scores)
-        empty = total == 0
-        if scores.device.type != "cpu" or bool(empty.any()):  # (no device sync on CUDA)
-            scores = scores.masked_fill(empty, 1.0) if not owned else scores.masked_fill_(empty, 1.0)
-            total = torch.where(empty, torch.full_like(total, scores.shape[-1]), total)
-        return scores, total
+    if hard or fn is softmax_attention or fn is linear_attention_weights:
+        return unnormalised_row_weights_(scores, gamma, hard=hard, linear=fn is linear_attention_weights, owned=owned)
     return fn(scores if owned else scores.clone(), gamma), None
-
-
-def _one_winner_per_row(winners: torch.Tensor, top: torch.Tensor) -> bool:
-    """Whether every row of the 0/1 matrix ``winners`` (B, m, r) has exactly one 1, proved by two
-    sums instead of counting row by row (CPU only: on CUDA the test would wait for the device).
-
-    Only a NaN row maximum ``top`` leaves a row without winner; with none (their sum is not NaN)
-    every row has at least one, so a total of m rows means exactly one each. The total of 0/1
-    values is exact while it stays below 2^24 (float32) or 2^53 (float64); larger totals are
-    counted row by row.
-    """
-    if winners.device.type != "cpu":
-        return False
-    rows = winners.numel() // max(winners.shape[-1], 1)
-    if rows >= 2.0 / torch.finfo(winners.dtype).eps:  # (2^24 for float32, 2^53 for float64)
-        return False
-    return not bool(torch.isnan(top.sum())) and float(winners.sum()) == rows
-
-
-def _row_sums(w: torch.Tensor) -> torch.Tensor:
-    """``w.sum(-1, keepdim=True)``; along a short contiguous last dimension as a matrix product
-    with a vector of ones, which is faster than the reduction there (exact for 0/1 weights)."""
-    if w.stride(-1) == 1 and w.shape[-1] <= 64 and w.dim() == 3 and w.shape[1] > 4 * w.shape[-1]:
-        return torch.bmm(w, w.new_ones(w.shape[0], w.shape[-1], 1))
-    return w.sum(dim=-1, keepdim=True)
 
 
 def register_attention_map(name: str, fn: AttentionMap, *, overwrite: bool = False) -> AttentionMap:
@@ -274,7 +239,7 @@ def get_attention_map(name: str) -> AttentionMap:
         ) from None
 
 
-def get_score(name: str) -> Callable[..., torch.Tensor]:
+def get_score(name: str) -> ScoreFunction:
     """The score function registered as ``name`` in :data:`SCORES`."""
     try:
         return SCORES[name]
@@ -283,34 +248,6 @@ def get_score(name: str) -> Callable[..., torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------------- attention
-MAX_SCORE_ELEMENTS = 1 << 22
-"""Largest score block (tasks x queries x keys) materialised at once, about 32 MB in float64: the
-one size cap of kmtlib's attention (:func:`attend`, the theorem blocks, the full maps of
-:func:`kmtlib.inspect_layer.layer_maps`)."""
-
-
-def by_query_chunks(
-    block: Callable[[torch.Tensor], torch.Tensor],
-    q: torch.Tensor,
-    elements_per_query: int,
-    *,
-    max_elements: int = MAX_SCORE_ELEMENTS,
-    copy: bool = False,
-) -> torch.Tensor:
-    """``block(q)`` for queries ``q`` (B, m, D), evaluated on consecutive chunks of queries so that
-    no chunk needs more than ``max_elements`` score elements (``elements_per_query`` for each
-    query), the outputs concatenated along the queries. Exact: attention maps work row by row,
-    so a chunk's rows are the rows of the whole. ``copy``: clone each chunk's output before the
-    next chunk runs (for a block that returns scratch memory it reuses)."""
-    m = q.shape[1]
-    chunk = max(1, max_elements // max(elements_per_query, 1))
-    if chunk >= m:
-        return block(q)
-    if copy:
-        return torch.cat([block(q[:, i : i + chunk]).clone() for i in range(0, m, chunk)], dim=1)
-    return torch.cat([block(q[:, i : i + chunk]) for i in range(0, m, chunk)], dim=1)
-
-
 def attention_weights(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -37,14 +37,9 @@ k = 10 to see what the symmetry costs it.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from .transformer import KMeansTransformer
-
 
 BROADCASTS: tuple[str, ...] = ("ones", "mean", "unit")
 """How an :class:`EquivariantMap` spreads one number over the k cluster coordinates: times the
@@ -130,23 +125,3 @@ class EquivariantMap(nn.Module):
         out.beta_0.copy_(bias[d:].mean())
         return out
 
-
-@torch.no_grad()
-def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
-    """The layer ``model`` (one k, one-hot tokens) averaged over all renumberings of its clusters: the
-    same configuration with ``any_k``, each query, key and value map replaced by
-    :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
-    the layer a permutation-equivariant training would have to find near the trained one."""
-    from .transformer import KMeansTransformer
-
-    config = model.config
-    if config.any_k or config.tokens != "onehot":
-        raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
-    out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
-    dtype = next(model.parameters()).dtype
-    out = out.to(dtype)
-    for name, block in model.layer.blocks.items():
-        for role, linear in zip(("query", "key", "value"), block.linear_maps()):
-            projection = EquivariantMap.from_linear(linear, config.d)
-            getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
-    return out.to(next(model.parameters()).device).train(model.training)

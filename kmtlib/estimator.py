@@ -39,8 +39,9 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .device import resolve_device
 from .init import init_centers
+from .model_file import load_model
 from .objective import assignment_cost, nearest_center, squared_distances
-from .transformer import KMeansTransformer, load_model
+from .transformer import KMeansTransformer
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""

@@ -36,20 +36,29 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
 from torch import nn
 
-from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
-from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
+from .attention import (  # noqa: F401 (SCORES, register_score, ScoreFunction: the scores registry, read here)
+    MAX_SCORE_ELEMENTS,
+    SCORES,
+    ScoreFunction,
+    by_query_chunks,
+    get_attention_map,
+    register_score,
+)
 from .equivariant import BROADCASTS, EquivariantMap
-from .kernels.euclidean_softmax import sample_dropped
+from .kernels import Kernel
+from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
+from .kernels.limit_model import LimitBlock
 from .kernels.point_attention import point_self_attention
+from .theorems import coordinate_selector, theorem_weights
 
 BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 """The four blocks in the paper's order mu = 1, 2, 3, 4."""
@@ -72,60 +81,13 @@ RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
 """Attention maps that draw random numbers: the block passes them its ``generator``."""
 
 
-# ------------------------------------------------------------------------------------ scores
-def _euclidean(q: torch.Tensor, k: torch.Tensor, *, exact: bool, **_: Any) -> torch.Tensor:
-    # (exact: -||q - k||^2 from the differences, 0 exactly for a copy of the query and below 0
-    # for any other key; otherwise the row constant -||q||^2 is left out, as soft-max and hard
-    # attention do not depend on it)
-    return euclidean_scores(q, k, query_norm=exact, exact=exact)
-
-
-def _dot(q: torch.Tensor, k: torch.Tensor, **_: Any) -> torch.Tensor:
-    return dot_scores(q, k)
-
-
-def _euclidean_within_cluster(q: torch.Tensor, k: torch.Tensor, *, d: int, clusters: int, **_: Any) -> torch.Tensor:
-    """The limit ``lam -> inf`` of Euclidean scores with ``Q = K = diag(I_d, sqrt(lam) I_k)``:
-    ``-||q[:d] - k[:d]||^2`` on the keys whose cluster coordinates equal the query's, ``-inf`` on
-    all others. For a centre token ``[c_j; e_j]`` over point tokens ``[x_i; y_i]`` with ``y_i`` on
-    the simplex, ``y_i = e_j`` exactly when ``e_j . y_i = y_ij = 1``: the members of cluster j.
-
-    The distances are taken from the differences, so that equal points score equally on every
-    CPU (a centre that averaged two points is exactly equidistant from both)."""
-    distances = -euclidean_scores(q[..., :d], k[..., :d], exact=True)
-    same_cluster = torch.bmm(q[..., d : d + clusters], k[..., d : d + clusters].transpose(1, 2)) == 1
-    return torch.where(same_cluster, -distances, distances.new_full((), -math.inf))
-
-
-ScoreFunction = Callable[..., torch.Tensor]
-"""``score(q, k, *, d, clusters, exact, gamma) -> (B, m, r)``: projected queries (B, m, D') and
-keys (B, r, D') to scores; ``d`` and ``clusters`` say where the data and cluster coordinates
-are, ``exact`` asks for difference-based Euclidean scores, ``gamma`` is the block's inverse
-temperature (a score may refine itself in the limit)."""
-
-SCORES: dict[str, ScoreFunction] = {
-    "euclidean": _euclidean,
-    "dot": _dot,
-    "euclidean_within_cluster": _euclidean_within_cluster,
-}
-"""The attention scores a block can use, by name (:func:`register_score` adds more)."""
-
-
-def register_score(name: str, fn: ScoreFunction, *, overwrite: bool = False) -> ScoreFunction:
-    """Add a score function to :data:`SCORES` (the k-medoids variant registers its medoid cost)."""
-    if name in SCORES and not overwrite and SCORES[name] is not fn:
-        raise ValueError(f"attention score {name!r} is already registered (pass overwrite=True to replace it)")
-    SCORES[name] = fn
-    return fn
-
-
 # ------------------------------------------------------------------------------------ config
 @dataclass(frozen=True)
 class BlockConfig:
     """What one attention block computes (its weights are in the module, not here).
 
     Attributes:
-        score: a name of :data:`SCORES` (``"euclidean"``: ``-||q - k||^2``; ``"dot"``: ``q.k``).
+        score: a name of :data:`kmtlib.attention.SCORES` (``"euclidean"``: ``-||q - k||^2``; ``"dot"``: ``q.k``).
         map: a name of :data:`kmtlib.attention.ATTENTION_MAPS` (``"softmax"``, ``"linear"``, ...).
         gamma: inverse temperature; ``math.inf`` with ``"softmax"`` is the limit, computed as
             averaging hard attention.
@@ -156,11 +118,7 @@ class BlockConfig:
         return self.map == "hardmax" or (self.map == "softmax" and self.gamma == math.inf)
 
     def validated(self, name: str) -> BlockConfig:
-        if self.score not in SCORES:
-            from .variants import import_all  # (a variant registers its own score when imported)
-
-            import_all()
-        if self.score not in SCORES:
+        if self.score not in SCORES:  # (a variant registers its score when imported: the model imports them)
             raise ValueError(
                 f"block {name}: unknown attention score {self.score!r}; expected one of {', '.join(SCORES)}"
             )
@@ -307,6 +265,15 @@ def token_map(config: LayerConfig) -> nn.Module:
     return affine_map(config.width, config.bias, config.trainable)
 
 
+def same_map(a: nn.Linear, b: nn.Linear) -> bool:
+    """Whether two affine maps are equal (weights and biases)."""
+    if not torch.equal(a.weight, b.weight):
+        return False
+    if a.bias is None or b.bias is None:
+        return a.bias is None and b.bias is None
+    return torch.equal(a.bias, b.bias)
+
+
 def normalise_data(tokens: torch.Tensor, d: int) -> torch.Tensor:
     """Tokens with their first ``d`` coordinates scaled to unit Euclidean norm (zero stays zero,
     the rule of faiss' renormalisation); the other coordinates are left alone."""
@@ -366,21 +333,89 @@ class AttentionBlock(nn.Module):
             return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
         return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
 
+    # ------------------------------------------------------------------ which kernel applies
+    def closed_form_self_attention(self) -> bool:
+        """Whether the block is hard self-attention whose maximal keys are each query's own copies:
+        exact Euclidean scores of one map for queries and keys, or Theorem 2.2's dot-product queries
+        ``[x; -1/2]`` and keys ``[x; ||x||^2]`` (``q.k = -||x - x'||^2 / 2`` plus a constant per
+        query). Fixed weights only: a learning layer's copies need not carry equal values. Then the
+        averaging hard attention returns each token's own value (:mod:`kmtlib.kernels`)."""
+        c = self.config
+        if not (self.self_attention and c.is_hard) or not isinstance(self.query, nn.Linear):
+            return False
+        if not isinstance(self.key, nn.Linear) or self.query.weight.requires_grad:
+            return False
+        if c.score == "euclidean":
+            return same_map(self.query, self.key)
+        if c.score == "dot" and self.query.bias is None and self.key.bias is None:
+            D = self.query.weight.shape[0]
+            if self.d + self.clusters + 2 != D:
+                return False
+            weights = theorem_weights(self.d, self.clusters, "dot", dtype=self.query.weight.dtype)["SAX"]
+            W = self.query.weight
+            return torch.equal(W, weights["Q"].to(W.device)) and torch.equal(self.key.weight, weights["K"].to(W.device))
+        return False
+
+    def point_coordinates(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
+        """The non-zero coordinates x (B, n, d) of point tokens ``[x; 0]`` where the block's
+        self-attention can run in them (:mod:`kmtlib.kernels.point_attention`), else None: one
+        tensor for queries and keys, Euclidean soft-max, affine maps, tokens without gradient that
+        are zero past the data coordinates."""
+        c = self.config
+        if not (self.self_attention and queries is keys) or queries.requires_grad:
+            return None
+        if c.score != "euclidean" or c.map != "softmax" or c.is_hard or c.options:
+            return None
+        maps = (self.query, self.key, self.value)
+        if not all(isinstance(m, nn.Linear) and m.bias is not None for m in maps):
+            return None
+        d = self.d
+        if queries.shape[-1] <= d or torch.any(queries[..., d:]):
+            return None
+        return queries[..., :d]
+
+    def attention_kernel(self, q: torch.Tensor, k: torch.Tensor) -> Kernel | None:
+        """The kernel for this block and these projected tokens, or None (then the formula runs)."""
+        c = self.config
+        if self.closed_form_self_attention():
+            return lambda q, k, v, p: v  # each token's own value (kmtlib.kernels)
+        if c.score == "euclidean" and c.map == "softmax" and not c.is_hard and not c.options:
+            return lambda q, k, v, p: euclidean_attention(q, k, v, c.inverse_temperature, p, self.generator)
+        return None
+
+    def limit_block(self) -> LimitBlock:
+        """The block as :mod:`kmtlib.kernels.limit_model` reads it (the model checks first that
+        the kernel applies: :meth:`kmtlib.KMeansTransformer.uses_limit_kernel`)."""
+        c = self.config
+        return LimitBlock(
+            name=self.name,
+            weights=tuple(linear.weight for linear in self.linear_maps()),  # type: ignore[arg-type]
+            own_values=c.identity or self.closed_form_self_attention(),
+            self_attention=self.self_attention,
+            euclidean=c.score == "euclidean",
+            hard=c.is_hard,
+            linear=c.map == "linear",
+            inverse_temperature=c.inverse_temperature,
+        )
+
+    # ------------------------------------------------------------------ the formula
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         c = self.config
         if self.fast and not c.identity:
-            points = kernels.point_coordinates(self, queries, keys)
+            points = self.point_coordinates(queries, keys)
             if points is not None:  # (the same numbers from d-wide products: kernels.point_attention)
                 p = c.dropout if self.training else 0.0
                 B, n, _ = points.shape
                 dropped = sample_dropped(B * n * n, p, self.generator, points.device)
-                return point_self_attention(points, self.query, self.key, self.value, c.inverse_temperature, dropped, p)
+                Q, K, V = self.linear_maps()  # (affine maps with bias: point_coordinates checked)
+                maps = (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias)
+                return point_self_attention(points, *maps, c.inverse_temperature, dropped, p)
         q, k, v = self.query(queries), self.key(keys), self.value(keys)
         if c.identity:
             return v  # (the identity attention matrix: every token its own value)
         p = c.dropout if self.training else 0.0
         if self.fast:
-            kernel = kernels.attention_kernel(self, q, k)
+            kernel = self.attention_kernel(q, k)
             if kernel is not None:
                 return kernel(q, k, v, p)
         per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if self.self_attention and c.is_hard else 1)
@@ -453,6 +488,41 @@ class KMeansLayer(nn.Module):
     def blocks(self) -> dict[str, AttentionBlock]:
         """The four blocks in the paper's order."""
         return {name: getattr(self, name) for name in BLOCK_NAMES}
+
+    def writes_hard_assignment(self) -> bool:
+        """Whether the point tokens after the layer hold the hard nearest-centre assignment of the
+        centres it read: CAX is hard Euclidean attention of the data coordinates writing into the
+        assignment coordinates, and SAX erases the old assignment exactly (Theorem 2.1's limit).
+
+        CAX then puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
+        negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the reset
+        leaves the positive entries where CAX put them; the lowest index with a positive entry is
+        the nearest-centre label (what the fast forward reads instead of a second distance pass)."""
+        c = self.config
+        cax, sax = self.CAX, self.SAX
+        if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
+            return False
+        if c.any_k:
+            return False
+        (q_a, k_a, v_a), (q_s, k_s, v_s) = cax.linear_maps(), sax.linear_maps()
+        exact_reset = sax.config.identity or (
+            sax.config.is_hard and sax.config.score == "euclidean" and same_map(q_s, k_s)
+        )
+        if not exact_reset:
+            return False
+        D, d, W = c.width, c.d, q_a.weight
+        data = coordinate_selector(D, 0, d, dtype=W.dtype).to(W.device)
+        ids = coordinate_selector(D, d, D, dtype=W.dtype).to(W.device)
+        return (
+            torch.equal(q_a.weight, data)
+            and torch.equal(k_a.weight, data)
+            and torch.equal(v_a.weight, ids)
+            and torch.equal(v_s.weight, -ids)
+        )
+
+    def limit_blocks(self) -> dict[str, LimitBlock]:
+        """The four blocks as :mod:`kmtlib.kernels.limit_model` reads them."""
+        return {name: block.limit_block() for name, block in self.blocks.items()}
 
     @property
     def fast(self) -> bool:

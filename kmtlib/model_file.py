@@ -24,8 +24,10 @@ from typing import Any
 
 import torch
 
-MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
-"""Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights."""
+from .layer import LayerConfig
+from .transformer import MODEL_FORMAT, KMeansTransformer
+from .variants import import_all
+
 OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1",)
 """Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights
 under the old layer classes' names; both are still read (:func:`_old_state_keys`)."""
@@ -177,9 +179,7 @@ def build_model(
 ):
     """Rebuild a :class:`~kmtlib.KMeansTransformer` from a saved configuration and state dict (on
     the CPU, in the saved dtype), checking both; ModelFileError names ``path`` on any mismatch."""
-    from .layer import LayerConfig
-    from .transformer import KMeansTransformer
-
+    import_all()  # (a configuration may name a score or map that a variant registers)
     if not isinstance(config, dict):
         raise ModelFileError(
             f"{path}: not a {what} (its {config_entry!r} entry is "
@@ -211,8 +211,6 @@ def build_model(
 
 def _build_format_1(config: dict[str, Any], path: Path, what: str):
     """A model from a format-1 configuration ``{"builder": name, "kwargs": {...}}``."""
-    from .transformer import KMeansTransformer
-
     unknown = sorted(set(map(str, config)) - {"builder", "kwargs"})
     if unknown or "builder" not in config or "kwargs" not in config:
         raise ModelFileError(
@@ -320,3 +318,14 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
             raise ModelFileError(f"{path}: damaged {what} (the {key!r} entry is missing)")
     model = build_model(payload["config"], payload["state_dict"], path, what)
     return model.to(map_location)
+
+
+def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
+    """Rebuild a :class:`~kmtlib.KMeansTransformer` saved with :meth:`~kmtlib.KMeansTransformer.save`.
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`~kmtlib.ModelFileError` (a
+    ``ValueError``; the message starts with the path and says what is wrong) for a file that is
+    empty, truncated, damaged, not a torch file, a pickle of other objects, or a torch file of
+    something else (a tensor, another model's weights, a configuration that does not fit them).
+    """
+    return load_model_file(path, map_location)

@@ -44,7 +44,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from . import kernels
 from ._checks import check_choice
 from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
 from .layer import BLOCK_NAMES
@@ -149,7 +148,7 @@ class RunStack:
             # The points' self-attention on tokens [x; 0]: each run's block, through the d-wide
             # kernel of kmtlib.kernels.point_attention (the n x n work, where the time goes).
             tokens = queries.unbind(0)
-            if all(kernels.point_coordinates(b, z, z) is not None for b, z in zip(blocks, tokens)):
+            if all(b.point_coordinates(z, z) is not None for b, z in zip(blocks, tokens)):
                 return torch.stack([b(z, z) for b, z in zip(blocks, tokens)])
         q = self.affine(queries, [b.query for b in blocks])
         k = self.affine(keys, [b.key for b in blocks])

@@ -98,11 +98,12 @@ from .model_file import (
     build_model,
     check_state_dict,
     describe_contents,
+    load_model,
     read_torch_file,
 )
 from .objective import _kmeans_objective
 from .tasks import FAMILIES, sample_tasks
-from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir, load_model
+from .transformer import KMeansTransformer, atomic_torch_save, fsync_dir
 
 EMBEDDINGS: tuple[str, ...] = (*_TRAINABLE_EMBEDDINGS, "none")
 """The --embedding choices ("none" is the old name of "data", as in the shipped runs' manifests)."""
@@ -1297,7 +1298,7 @@ class _Run:
         if status != "finished":
             return summary
         model_path = self.model.save(self.out / MODEL_FILE)
-        from . import __version__
+        from ._version import __version__
 
         device = self.device
         manifest = {

@@ -22,12 +22,22 @@ import torch
 from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
+from ._version import __version__
 from .embedding import make_embedding
+from .equivariant import EquivariantMap
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
-from .model_file import MODEL_FORMAT, ModelFileError, load_model_file  # noqa: F401 (ModelFileError: re-exported)
-from .objective import _kmeans_objective, _nearest_center
+from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from .results import ClusteringResult
+from .variants import import_all
+
+LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
+LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
+"""The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
+
+MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
+"""Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
+:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before it)."""
 
 
 class KMeansTransformer(nn.Module):
@@ -43,15 +53,19 @@ class KMeansTransformer(nn.Module):
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
         fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
             formulas as written (the same numbers up to rounding).
+        limit_runner: the compiled blocks and scratch memory of the fast forward of a fixed-weight
+            model (:mod:`kmtlib.kernels.limit_model`), kept from call to call.
     """
 
     def __init__(self, config: LayerConfig) -> None:
         super().__init__()
         if not isinstance(config, LayerConfig):
             raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
+        import_all()  # (a block may use a score or map that a variant registers)
         self.config = config.validated()
         self.embedding = make_embedding(config.tokens, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
+        self.limit_runner = limit_model.LimitRunner()
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -154,8 +168,8 @@ class KMeansTransformer(nn.Module):
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
         self.layer.seed_generator_for(X.device)
-        if self.fast and limit_model.supports(self, X, C0):
-            return limit_model.forward(self, X, C0, steps)
+        if self.fast and self.uses_limit_kernel(X, C0):
+            return self._forward_limit(X, C0, steps)
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
@@ -173,11 +187,62 @@ class KMeansTransformer(nn.Module):
             assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
         )
 
+    # ------------------------------------------------------------------ the fast forward
+    def uses_limit_kernel(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
+        """Whether ``model(X, C0, steps)`` runs the kernel :mod:`kmtlib.kernels.limit_model` (with
+        ``fast``): fixed weights, no autograd, the tokens going from layer to layer, linear maps
+        without bias, blocks of Euclidean or dot scores with soft-max, hard or linear maps."""
+        c = self.config
+        if c.reembed or c.normalise_data or c.bias or c.any_k or c.tokens == "data":
+            return False
+        if torch.is_grad_enabled() and (
+            X.requires_grad or C0.requires_grad or any(p.requires_grad for p in self.parameters())
+        ):
+            return False
+        return all(
+            b.score in LIMIT_KERNEL_SCORES
+            and b.map in LIMIT_KERNEL_MAPS
+            and not b.options
+            and (b.dropout == 0 or not self.training)
+            for b in c.blocks.values()
+        )
+
+    def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
+        """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
+        coordinate-major point tokens updated in place, and where the layer writes the hard
+        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) the objective read
+        from it instead of a second distance computation."""
+        runner = self.limit_runner
+        runner.compile(self.layer.limit_blocks(), self.layer.ffn)
+        _, center_tokens = self.embedding.embed(X[:, :1], C0)
+        point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.tokens == "norm_augmented")
+        trajectory = [C0]
+        objectives: list[torch.Tensor] = []
+        hard = self.layer.writes_hard_assignment()
+        with torch.no_grad():
+            for _ in range(steps):
+                point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
+                C = trajectory[-1]
+                if hard:
+                    assignments = self.embedding.assignments(point_tokens)
+                    assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+                    labels = limit_model.lowest_positive(assignments)
+                    objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), runner.scratch))
+                else:
+                    objectives.append(_kmeans_objective(X, C))
+                trajectory.append(self.embedding.centers(center_tokens))
+            labels = _nearest_center(X, trajectory[-1])
+            objectives.append(assignment_cost(X, trajectory[-1], labels))
+        return ClusteringResult(
+            centers=torch.stack(trajectory, dim=1),
+            labels=labels,
+            objective=torch.stack(objectives, dim=1),
+            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
+        )
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
         """Save weights and configuration to ``path`` atomically (a killed save leaves no partial file)."""
-        from . import __version__
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = self.state_dict()
@@ -190,6 +255,25 @@ class KMeansTransformer(nn.Module):
         }
         atomic_torch_save(payload, path)
         return path
+
+
+@torch.no_grad()
+def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
+    """The layer ``model`` (one k, one-hot tokens) averaged over all renumberings of its clusters: the
+    same configuration with ``any_k``, each query, key and value map replaced by
+    :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
+    the layer a permutation-equivariant training would have to find near the trained one."""
+    config = model.config
+    if config.any_k or config.tokens != "onehot":
+        raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
+    out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
+    dtype = next(model.parameters()).dtype
+    out = out.to(dtype)
+    for name, block in model.layer.blocks.items():
+        for role, linear in zip(("query", "key", "value"), block.linear_maps()):
+            projection = EquivariantMap.from_linear(linear, config.d)
+            getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
+    return out.to(next(model.parameters()).device).train(model.training)
 
 
 def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:
@@ -236,14 +320,3 @@ def fsync_dir(folder: Path) -> None:
     finally:
         os.close(fd)
 
-
-def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:
-    """Rebuild a :class:`KMeansTransformer` saved with :meth:`KMeansTransformer.save`.
-
-    Raises ``FileNotFoundError`` for a missing file and :class:`~kmtlib.ModelFileError` (a
-    ``ValueError``; the message starts with the path and says what is wrong) for a file that is
-    empty, truncated, damaged, not a torch file, a pickle of other objects, or a torch file of
-    something else (a tensor, another model's weights, a configuration that does not fit them).
-    See :mod:`kmtlib.model_file`.
-    """
-    return load_model_file(path, map_location)

@@ -20,8 +20,9 @@ from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
 from kmtlib.layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig
+from kmtlib.model_file import load_model
 from kmtlib.objective import nearest_center, squared_distances
-from kmtlib.transformer import KMeansTransformer, load_model
+from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64
 MARGIN = 1e-8
@@ -484,9 +485,10 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
     if dense:
         model.fast = False
     rows, C = model.embedding.embed(X, C0)
-    cols = limit_model._point_tokens(model, X)
+    cols = limit_model.point_tokens(X, model.width, model.k, model.config.tokens == "norm_augmented")
     assert torch.equal(rows, cols) and is_coordinate_major(cols) and not is_coordinate_major(rows)
-    in_place, copying = LimitRunner(model.layer), LimitRunner(model.layer)
+    blocks = model.layer.limit_blocks()
+    in_place, copying = LimitRunner(blocks, model.layer.ffn), LimitRunner(blocks, model.layer.ffn)
 
     def advance_copying(P, Ct):  # the same operations, the residual written into a new tensor
         with monkeypatch.context() as patch:
@@ -599,7 +601,7 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
         model.layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
     # the fast forward's scratch memory can be dropped; the next call makes it anew
-    limit_model.runner_of(model).scratch.clear()
+    model.limit_runner.scratch.clear()
     again = model(X, C0, steps=4)
     assert torch.equal(again.assignments, kept[0]) and torch.equal(again.centers, results[0].centers)
 

@@ -208,6 +208,7 @@ def test_the_library_never_imports_the_book_tooling():
 CIRCUIT_MODULES = (
     "kmtlib.variants",
     "kmtlib.constructions",
+    "kmtlib.theorems",
     "kmtlib.learned",
     "kmtlib.transformer",
     "kmtlib.layer",

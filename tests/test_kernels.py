@@ -24,7 +24,7 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer
-from kmtlib.kernels import attention_kernel, closed_form_self_attention, limit_model
+from kmtlib.kernels import limit_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
 from kmtlib.kernels.labels import lowest_true_, lowest_true_plain
 from kmtlib.kernels.point_attention import point_self_attention
@@ -88,7 +88,7 @@ def test_lowest_true_on_strided_masks_and_of_the_limit_labels():
     assert torch.equal(lowest_true_(mask.transpose(1, 2).clone(), 1), lowest_true_plain(mask, 2))
     # _lowest_positive: the first positive entry; k - 1 where there is none
     plain = lowest_true_plain(mask, 2).clamp_max(6)
-    assert torch.equal(limit_model._lowest_positive(w), plain)
+    assert torch.equal(limit_model.lowest_positive(w), plain)
 
 
 # ------------------------------------------------------------------------------------ the limit model
@@ -108,15 +108,15 @@ THEOREM_IDS = ["-".join(f"{v}" for v in o.values()) for o in THEOREM_OPTIONS]
 def _fast_and_plain(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, monkeypatch):
     """``model(X, C0, steps)`` by the kernel (which must be the one that runs) and by the loop."""
     calls = []
-    kernel = limit_model.forward
+    kernel = KMeansTransformer._forward_limit
 
     def counted(*args, **kwargs):
         calls.append(1)
         return kernel(*args, **kwargs)
 
-    monkeypatch.setattr(limit_model, "forward", counted)
+    monkeypatch.setattr(KMeansTransformer, "_forward_limit", counted)
     with torch.no_grad():
-        assert model.fast and limit_model.supports(model, X, C0)
+        assert model.fast and model.uses_limit_kernel(X, C0)
         fast = model(X, C0, steps=steps)
         assert calls == [1], "the fast forward did not run the limit-model kernel"
         model.fast = False
@@ -167,28 +167,28 @@ def test_limit_model_kernel_is_the_plain_loop_for_the_soft_variant(gamma, monkey
 def test_limit_model_supports_only_fixed_weight_token_passing_models():
     X = kmtlib.sample_tasks(2, 20, 2, 3, generator=1, dtype=F64)
     C0 = kmtlib.init_centers(X, 3, generator=2)
-    assert limit_model.supports(KMeansTransformer.from_theorem(2, 3).to(F64), X, C0)
-    assert not limit_model.supports(KMeansTransformer.trainable(2, 3, dtype=F64), X, C0)  # re-embeds, learns
+    assert KMeansTransformer.from_theorem(2, 3).to(F64).uses_limit_kernel(X, C0)
+    assert not KMeansTransformer.trainable(2, 3, dtype=F64).uses_limit_kernel(X, C0)  # re-embeds, learns
     for name in ("spherical", "trimmed", "robust", "kmedoids"):
-        assert not limit_model.supports(KMeansTransformer.from_variant(name, 2, 3).to(F64), X, C0), name
+        assert not KMeansTransformer.from_variant(name, 2, 3).to(F64).uses_limit_kernel(X, C0), name
     model = KMeansTransformer.from_theorem(2, 3).to(F64)
     Xg = X.clone().requires_grad_(True)
-    assert not limit_model.supports(model, Xg, C0)  # autograd: the plain loop
+    assert not model.uses_limit_kernel(Xg, C0)  # autograd: the plain loop
     with torch.no_grad():
-        assert limit_model.supports(model, Xg, C0)
+        assert model.uses_limit_kernel(Xg, C0)
 
 
 def test_writes_hard_assignment_only_where_the_tokens_hold_lloyds_labels():
-    assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3).layer)
-    assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer)
-    assert limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, center_update="attention").layer)
-    assert not limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer)
-    assert not limit_model.writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, attention="dot").layer)
-    assert not limit_model.writes_hard_assignment(KMeansTransformer.from_variant("soft", 2, 3).layer)
+    assert KMeansTransformer.from_theorem(2, 3).layer.writes_hard_assignment()
+    assert KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer.writes_hard_assignment()
+    assert KMeansTransformer.from_theorem(2, 3, center_update="attention").layer.writes_hard_assignment()
+    assert not KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer.writes_hard_assignment()
+    assert not KMeansTransformer.from_theorem(2, 3, attention="dot").layer.writes_hard_assignment()
+    assert not KMeansTransformer.from_variant("soft", 2, 3).layer.writes_hard_assignment()
     model = KMeansTransformer.from_theorem(2, 3)
     with torch.no_grad():
         model.layer.CAX.value.weight.mul_(0.5)  # the tokens no longer hold a one-hot assignment
-    assert not limit_model.writes_hard_assignment(model.layer)
+    assert not model.layer.writes_hard_assignment()
 
 
 # ------------------------------------------------------------------------------------ Euclidean soft-max
@@ -206,7 +206,7 @@ def test_trainable_blocks_use_the_euclidean_kernel_and_it_is_the_formula(embeddi
     P, Ct = model.embedding.embed(X, C)
     queries, keys = {"CAX": (P, Ct), "SAX": (P, P), "CAC": (Ct, P), "SAC": (Ct, Ct)}[block]
     b = model.layer.blocks[block]
-    assert attention_kernel(b, b.query(queries), b.key(keys)) is not None
+    assert b.attention_kernel(b.query(queries), b.key(keys)) is not None
     q, k, v = b.query(queries), b.key(keys), b.value(keys)
     explicit = explicit_euclidean_attention(q, k, v, b.config.inverse_temperature)
     b.fast = True
@@ -270,7 +270,8 @@ def test_point_self_attention_is_the_formula(embedding, d, k, p):
     scale = block.config.inverse_temperature
     params = list(block.parameters())
     grad = torch.randn(B, n, Z.shape[-1], generator=g, dtype=F64)
-    fast = point_self_attention(x, block.query, block.key, block.value, scale, dropped, p)
+    Q, K, V = block.linear_maps()
+    fast = point_self_attention(x, (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias), scale, dropped, p)
     plain = explicit_euclidean_attention(block.query(Z), block.key(Z), block.value(Z), scale, keep.view(B, n, n), p)
     torch.testing.assert_close(fast, plain, rtol=0, atol=1e-11)
     for a, b in zip(torch.autograd.grad(fast, params, grad), torch.autograd.grad(plain, params, grad)):
@@ -331,7 +332,7 @@ def test_closed_form_hard_self_attention_is_the_dense_attention(attention, n):
         block = model.layer.blocks[name]
         # (Theorem 2.2's SAC compares the centres' one-hot ids by dot products: exact small
         # integers, so its k x k formula runs; it must give the same)
-        assert closed_form_self_attention(block) == (name == "SAX" or attention == "euclidean"), name
+        assert block.closed_form_self_attention() == (name == "SAX" or attention == "euclidean"), name
         block.fast = True
         closed = block(tokens, tokens)
         block.fast = False
@@ -347,20 +348,20 @@ def test_closed_form_hard_self_attention_is_the_dense_attention(attention, n):
 
 def test_closed_form_only_where_the_maximal_keys_are_the_copies():
     theorem = KMeansTransformer.from_theorem(2, 3)
-    assert closed_form_self_attention(theorem.layer.SAX) and closed_form_self_attention(theorem.layer.SAC)
-    assert not closed_form_self_attention(theorem.layer.CAX)  # cross-attention
-    assert not closed_form_self_attention(KMeansTransformer.from_theorem(2, 3, gamma=5.0).layer.SAX)  # soft
+    assert theorem.layer.SAX.closed_form_self_attention() and theorem.layer.SAC.closed_form_self_attention()
+    assert not theorem.layer.CAX.closed_form_self_attention()  # cross-attention
+    assert not KMeansTransformer.from_theorem(2, 3, gamma=5.0).layer.SAX.closed_form_self_attention()  # soft
     trainable = KMeansTransformer.trainable(2, 3)
-    assert not closed_form_self_attention(trainable.layer.SAX)  # learns: copies need not share a value
+    assert not trainable.layer.SAX.closed_form_self_attention()  # learns: copies need not share a value
     changed = KMeansTransformer.from_theorem(2, 3)
     with torch.no_grad():
         changed.layer.SAX.key.weight.mul_(2.0)  # queries and keys no longer one map
-    assert not closed_form_self_attention(changed.layer.SAX)
+    assert not changed.layer.SAX.closed_form_self_attention()
     dot = KMeansTransformer.from_theorem(2, 3, attention="dot")
-    assert closed_form_self_attention(dot.layer.SAX)
+    assert dot.layer.SAX.closed_form_self_attention()
     with torch.no_grad():
         dot.layer.SAX.query.weight[2 + 3, 2 + 3 + 1] = -0.25  # not Theorem 2.2's query any more
-    assert not closed_form_self_attention(dot.layer.SAX)
+    assert not dot.layer.SAX.closed_form_self_attention()
     # where no closed form holds, the block runs its formula: dense hard attention
     X = _duplicated(2, 12, 2, seed=3)
     C0 = kmtlib.init_centers(X, 3, generator=4)
@@ -379,7 +380,7 @@ def test_kernels_on_cuda_are_their_formulas(options):
     X, C0 = X.cuda(), C0.cuda()
     model = KMeansTransformer.from_theorem(3, 4, **options).to(F64).cuda()
     with torch.no_grad():
-        assert limit_model.supports(model, X, C0)
+        assert model.uses_limit_kernel(X, C0)
         fast = model(X, C0, steps=5)
         model.fast = False
         plain = model(X, C0, steps=5)

@@ -22,7 +22,8 @@ from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_eucli
 from kmtlib.layer import BLOCK_NAMES, KMeansLayer
 from kmtlib.learned import trainable_config
 from kmtlib.losses import smoothed_objective
-from kmtlib.transformer import KMeansTransformer, load_model
+from kmtlib.model_file import load_model
+from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64
 

@@ -18,7 +18,7 @@ import torch
 import kmtlib
 from kmtlib._numerics import first_equal_key, tie_equal_keys, times_power_of_two
 from kmtlib.attention import softmax_attention
-from kmtlib.kernels.limit_model import _lowest_positive
+from kmtlib.kernels.limit_model import lowest_positive as _lowest_positive
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])

@@ -17,6 +17,7 @@ import pytest
 import torch
 from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
+from kmtlib.model_file import load_model
 from kmtlib.train import (
     TrainConfig,
     derive_seeds,
@@ -26,7 +27,6 @@ from kmtlib.train import (
     read_log,
     train,
 )
-from kmtlib.transformer import load_model
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
 

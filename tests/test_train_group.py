@@ -23,10 +23,10 @@ from _helpers import kill_training_command, log_without_wall, one_thread  # noqa
 
 from kmtlib.init import init_centers
 from kmtlib.losses import _smoothed_objective
+from kmtlib.model_file import load_model
 from kmtlib.run_stack import RunStack
 from kmtlib.train import TrainConfig, _new_training_state, _sample, derive_seeds, main, read_log, train
 from kmtlib.train_group import group_problem, train_group
-from kmtlib.transformer import load_model
 
 # Seeds, loss temperatures and dropout rates of the runs of one group (none of them a shipped run's).
 RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))

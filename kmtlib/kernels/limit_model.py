@@ -1,5 +1,7 @@
 """The forward pass of a fixed-weight model, fast: the kernel behind ``model(X, C0, steps)`` for
-the theorem constructions and the soft variant.
+the theorem constructions and the soft variant (the model decides where it applies,
+:meth:`kmtlib.KMeansTransformer.uses_limit_kernel`, and runs its loop; each block is described to
+the kernel by the layer, :class:`LimitBlock`).
 
 The plain formula is :meth:`kmtlib.KMeansTransformer.forward` with ``model.fast = False``: embed,
 apply :meth:`kmtlib.layer.KMeansLayer.forward` ``steps`` times, read the centres. This kernel
@@ -20,8 +22,8 @@ of a sum (BLAS may add the terms of a product in another order for another memor
   nobody else holds them); temporaries live in one :class:`~kmtlib.kernels.scratch.Scratch`.
 * **The objective from the assignment.** Where CAX is hard Euclidean attention of the data
   coordinates and SAX resets exactly, the tokens after a layer hold the nearest-centre
-  assignment of the centres it read (:func:`writes_hard_assignment`), so the objective of those
-  centres needs no second distance computation.
+  assignment of the centres it read (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`),
+  so the objective of those centres needs no second distance computation.
 
 Hard self-attention is evaluated in closed form (each token's own value, see
 :mod:`kmtlib.kernels`); where hard attention compares scores from a product, equal keys get
@@ -30,88 +32,45 @@ bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+import math
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import torch
 
-from .._numerics import tie_equal_keys
-from ..attention import by_query_chunks, euclidean_scores, unnormalised_weights_
-from ..objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
-from ..results import ClusteringResult
-from . import closed_form_self_attention, same_map
+from .._numerics import by_query_chunks, euclidean_scores, tie_equal_keys
 from .labels import lowest_true_
 from .layout import copy_transposed_
 from .scratch import Scratch, same_storage
-
-if TYPE_CHECKING:
-    from ..layer import AttentionBlock, KMeansLayer
-    from ..transformer import KMeansTransformer
+from .weights import unnormalised_row_weights_
 
 SMALL_QUERY_BLOCK = 1024
 """Up to this many queries per task, strided and transposed operands are used as they are; above
 it they are first laid out contiguously."""
 
-FAST_SCORES = ("euclidean", "dot")
-FAST_MAPS = ("softmax", "hardmax", "linear")
 
+class LimitBlock(NamedTuple):
+    """One attention block as this kernel reads it (the layer fills it in from its configuration
+    and weights: :meth:`kmtlib.layer.AttentionBlock.limit_block`)."""
 
-# ----------------------------------------------------------------------------------- when
-def supports(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> bool:
-    """Whether this kernel computes ``model(X, C0, steps)``: fixed weights, no autograd, the
-    tokens going from layer to layer, linear maps without bias, blocks of Euclidean or dot
-    scores with soft-max, hard or linear maps."""
-    c = model.config
-    if c.reembed or c.normalise_data or c.bias or c.any_k or c.tokens == "data":
-        return False
-    if torch.is_grad_enabled() and (
-        X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())
-    ):
-        return False
-    return all(
-        b.score in FAST_SCORES and b.map in FAST_MAPS and not b.options and (b.dropout == 0 or not model.training)
-        for b in c.blocks.values()
-    )
+    name: str
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    """The query, key and value matrices (D, D) (``token @ W.T``), without bias."""
+    own_values: bool
+    """Each token gets its own value (the identity attention, or hard self-attention in closed form)."""
+    self_attention: bool
+    euclidean: bool
+    """The block's score is Euclidean, ``-||q - k||^2`` (else dot products; the linear map reads dot products)."""
+    hard: bool
+    """Averaging hard attention (exact comparison of scores)."""
+    linear: bool
+    """The normalised linear map (the scores are the weights)."""
+    inverse_temperature: float
 
 
 def is_coordinate_major(tokens: torch.Tensor) -> bool:
     """Whether tokens (B, m, D) are stored coordinate by coordinate (memory (B, D, m))."""
     return tokens.dim() == 3 and tokens.shape[1] > 1 and tokens.stride(1) == 1
-
-
-def _selector(D: int, start: int, stop: int, sign: float, like: torch.Tensor) -> torch.Tensor:
-    W = torch.zeros(D, D, dtype=like.dtype, device=like.device)
-    idx = torch.arange(start, stop, device=like.device)
-    W[idx, idx] = sign
-    return W
-
-
-def writes_hard_assignment(layer: KMeansLayer) -> bool:
-    """Whether the point tokens after the layer hold the hard nearest-centre assignment of the
-    centres it read: CAX is hard Euclidean attention of the data coordinates writing into the
-    assignment coordinates, and SAX erases the old assignment exactly (Theorem 2.1's limit).
-
-    CAX then puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
-    negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the reset
-    leaves the positive entries where CAX put them; the lowest index with a positive entry is
-    the nearest-centre label."""
-    c = layer.config
-    cax, sax = layer.CAX, layer.SAX
-    if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
-        return False
-    if c.any_k:
-        return False
-    (q_a, k_a, v_a), (q_s, k_s, v_s) = cax.linear_maps(), sax.linear_maps()
-    exact_reset = sax.config.identity or (sax.config.is_hard and sax.config.score == "euclidean" and same_map(q_s, k_s))
-    if not exact_reset:
-        return False
-    D, d = c.width, c.d
-    data, ids = _selector(D, 0, d, 1.0, q_a.weight), _selector(D, d, D, 1.0, q_a.weight)
-    return (
-        torch.equal(q_a.weight, data)
-        and torch.equal(k_a.weight, data)
-        and torch.equal(v_a.weight, ids)
-        and torch.equal(v_s.weight, -ids)
-    )
 
 
 # ----------------------------------------------------------------------------------- projections
@@ -201,38 +160,33 @@ def _is_identity(t: torch.Tensor) -> bool:
 class _FastBlock:
     """One block's attention on compiled projections (module documentation)."""
 
-    def __init__(self, block: AttentionBlock, scratch: Scratch) -> None:
-        self.block, self.config, self.scratch = block, block.config, scratch
-        self.plan_value: _Plan | None = None
+    def __init__(self, block: LimitBlock, scratch: Scratch) -> None:
+        self.block, self.scratch = block, scratch
+        self.compile()
 
     def compile(self) -> None:
         """Compile the block's weights as they are now (once per forward pass, so that a weight
         changed between calls is seen)."""
         with torch.inference_mode(False):
-            Q, K, V = (linear.weight.detach() for linear in self.block.linear_maps())
+            Q, K, V = (W.detach() for W in self.block.weights)
             score_rows = sorted(set(_nonzero_rows(Q)) | set(_nonzero_rows(K)))
-            self.plan_value = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
-
-    def plan(self) -> _Plan:
-        if self.plan_value is None:
-            self.compile()
-        assert self.plan_value is not None
-        return self.plan_value
+            self.plan = _Plan(_compile(Q, score_rows), _compile(K, score_rows), _compile(V))
 
     def buffer(self, slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         return self.scratch(f"{self.block.name}.{slot}", shape, like.dtype, like.device)
 
     @property
     def euclidean(self) -> bool:
-        return self.config.score == "euclidean" and self.config.map != "linear"
+        return self.block.euclidean and not self.block.linear
 
     @property
-    def map_name(self) -> str:
-        return "hardmax" if self.config.is_hard else self.config.map
+    def hard_weights(self) -> bool:
+        # (hard attention, or a soft-max whose inverse temperature is infinite)
+        return self.block.hard or (not self.block.linear and self.block.inverse_temperature == math.inf)
 
     def ties_need_care(self, q: torch.Tensor) -> bool:
         # (not for the one-hot id queries of CAC and SAC, whose scores are exact small integers)
-        return self.config.is_hard and not _is_identity(q)
+        return self.block.hard and not _is_identity(q)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, bool]:
         """Scores (B, m, r), and whether the map may overwrite them (False: a view of the keys).
@@ -267,16 +221,16 @@ class _FastBlock:
     def attend_chunk(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, exact: bool, columns: bool
     ) -> torch.Tensor:
-        beta = self.config.inverse_temperature
+        beta, hard, linear = self.block.inverse_temperature, self.hard_weights, self.block.linear
         if self.euclidean and exact:
             scores = euclidean_scores(q, k, query_norm=True, exact=True)
-            U, Z = unnormalised_weights_(self.map_name, scores, beta)
+            U, Z = unnormalised_row_weights_(scores, beta, hard=hard, linear=linear)
         else:
             scores, owned = self.scores(q, k)
             if self.ties_need_care(q):
                 tied = tie_equal_keys(scores, k, dim=2)
                 scores, owned = tied, owned or tied is not scores
-            U, Z = unnormalised_weights_(self.map_name, scores, beta, owned)
+            U, Z = unnormalised_row_weights_(scores, beta, hard=hard, linear=linear, owned=owned)
         if _is_identity(v) and (U.is_contiguous() or U.shape[1] <= SMALL_QUERY_BLOCK or columns):
             out = U  # U @ I (the centres' one-hot ids as values): no product
         elif v.is_contiguous() and _is_identity(U):
@@ -293,10 +247,10 @@ class _FastBlock:
         """The block's output on its non-zero coordinates as ``(rows, values, alpha)``: the output
         is ``alpha * values`` there and exactly 0 elsewhere. ``values`` may be a view of the
         tokens or scratch memory that the block's next call overwrites."""
-        plan, c = self.plan(), self.config
-        if c.identity or closed_form_self_attention(self.block):
+        plan, block = self.plan, self.block
+        if block.own_values:
             return (plan.v.rows, *plan.v.lazy(queries))  # each token's own value
-        exact = self.block.self_attention and c.is_hard and c.score == "euclidean"
+        exact = block.self_attention and block.hard and block.euclidean
         v, alpha = plan.v.lazy(keys)
         q, k = plan.q(queries), plan.k(keys)
         columns = is_coordinate_major(queries)
@@ -341,13 +295,28 @@ def _residual_in_place(tokens: torch.Tensor, *increments: tuple[slice | torch.Te
 
 
 class LimitRunner:
-    """The compiled blocks and scratch memory of one model (kept between calls; not
-    thread-safe: one forward pass at a time)."""
+    """The compiled blocks and scratch memory of one model's fast forward (the model keeps it
+    between calls, so the scratch memory is reused; not thread-safe: one forward pass at a time).
+    ``blocks``: the layer's four blocks by name (CAX, SAX, CAC, SAC); ``ffn``: its feed-forward
+    block on the centre tokens, if any."""
 
-    def __init__(self, layer: KMeansLayer) -> None:
+    def __init__(
+        self,
+        blocks: Mapping[str, LimitBlock] | None = None,
+        ffn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
         self.scratch = Scratch()
-        self.blocks = {name: _FastBlock(block, self.scratch) for name, block in layer.blocks.items()}
-        self.layer = layer
+        self.blocks: dict[str, _FastBlock] = {}
+        self.ffn = ffn
+        if blocks is not None:
+            self.compile(blocks, ffn)
+
+    def compile(
+        self, blocks: Mapping[str, LimitBlock], ffn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> None:
+        """Compile the blocks' weights as they are now (once per forward pass)."""
+        self.blocks = {name: _FastBlock(block, self.scratch) for name, block in blocks.items()}
+        self.ffn = ffn
 
     def advance_(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One layer (:meth:`kmtlib.layer.KMeansLayer.forward`), the new point tokens written into
@@ -359,36 +328,29 @@ class LimitRunner:
             X = _residual(X, *increments)
         means = b["CAC"].increment(C, X)
         C = _residual(C, b["SAC"].increment(C, C), means)
-        if self.layer.ffn is not None:
-            C = C + self.layer.ffn(C)
+        if self.ffn is not None:
+            C = C + self.ffn(C)
         return X, C
 
 
-def runner_of(model: KMeansTransformer) -> LimitRunner:
-    runner = model.__dict__.get("_limit_runner")
-    if runner is None or runner.layer is not model.layer:
-        runner = LimitRunner(model.layer)
-        model.__dict__["_limit_runner"] = runner
-    return runner
-
-
-def _point_tokens(model: KMeansTransformer, X: torch.Tensor) -> torch.Tensor:
-    """Coordinate-major point tokens (B, n, D) (memory (B, D, n)) of the model's embedding."""
+def point_tokens(X: torch.Tensor, width: int, k: int, norm_augmented: bool = False) -> torch.Tensor:
+    """Coordinate-major point tokens (B, n, D) (memory (B, D, n)) of points X (B, n, d): ``[x; 0]``,
+    or with ``norm_augmented`` ``[x; 0; ||x||^2; 1]`` (the embeddings of :mod:`kmtlib.embedding`)."""
     B, n, d = X.shape
-    D, k = model.width, model.k
+    D = width
     tokens = X.new_empty(B, D, n).transpose(1, 2)
     if X.device.type == "cpu" and not (torch.is_grad_enabled() and X.requires_grad):
         copy_transposed_(tokens[..., :d], X)
     else:
         tokens[..., :d] = X
     tokens[..., d : d + k] = 0
-    if model.config.tokens == "norm_augmented":
+    if norm_augmented:
         tokens[..., d + k] = (X * X).sum(-1)
         tokens[..., d + k + 1] = 1
     return tokens
 
 
-def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
+def lowest_positive(weights: torch.Tensor) -> torch.Tensor:
     """Index (B, n) of the first positive entry along the last axis of ``weights`` (B, n, k);
     k - 1 where there is none (a NaN row). The reduction runs over the k entries viewed as
     (B, k, n): for coordinate-major tokens that view is contiguous."""
@@ -398,36 +360,4 @@ def _lowest_positive(weights: torch.Tensor) -> torch.Tensor:
     return lowest_true_(weights.transpose(1, 2) > 0, dim=1).clamp_max_(k - 1)
 
 
-def forward(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
-    """``model(X, C0, steps)`` for a model this kernel :func:`supports` (inputs checked)."""
-    runner = runner_of(model)
-    for block in runner.blocks.values():
-        block.compile()
-    _, center_tokens = model.embedding.embed(X[:, :1], C0)
-    point_tokens = _point_tokens(model, X)
-    trajectory = [C0]
-    objectives: list[torch.Tensor] = []
-    hard = writes_hard_assignment(model.layer)
-    with torch.no_grad():
-        for _ in range(steps):
-            point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
-            C = trajectory[-1]
-            if hard:
-                assignments = model.embedding.assignments(point_tokens)
-                assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-                labels = _lowest_positive(assignments)
-                objectives.append(assignment_cost_rows(X, C, center_rows(labels, model.k), runner.scratch))
-            else:
-                objectives.append(_kmeans_objective(X, C))
-            trajectory.append(model.embedding.centers(center_tokens))
-        labels = _nearest_center(X, trajectory[-1])
-        objectives.append(assignment_cost(X, trajectory[-1], labels))
-    return ClusteringResult(
-        centers=torch.stack(trajectory, dim=1),
-        labels=labels,
-        objective=torch.stack(objectives, dim=1),
-        assignments=model.embedding.assignments(point_tokens) if steps > 0 else None,
-    )
-
-
-__all__ = ["LimitRunner", "forward", "is_coordinate_major", "supports", "writes_hard_assignment"]
+__all__ = ["LimitBlock", "LimitRunner", "is_coordinate_major", "lowest_positive", "point_tokens"]

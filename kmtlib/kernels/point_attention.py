@@ -107,23 +107,20 @@ class _PointSelfAttention(torch.autograd.Function):
 
 def point_self_attention(
     x: torch.Tensor,
-    query: torch.nn.Module,
-    key: torch.nn.Module,
-    value: torch.nn.Module,
+    query: tuple[torch.Tensor, torch.Tensor],
+    key: tuple[torch.Tensor, torch.Tensor],
+    value: tuple[torch.Tensor, torch.Tensor],
     scale: float,
     dropped: torch.Tensor,
     dropout: float,
 ) -> torch.Tensor:
     """Self-attention of point tokens ``[x; 0]`` (B, n, D) given by their first r coordinates x
     (B, n, r): ``softmax_j(-scale ||q_i - k_j||^2) v_j`` with the affine maps ``query``, ``key``,
-    ``value`` (D -> D, with bias), the entries ``dropped`` (flat indices into (B, n, n)) dropped at
-    rate ``dropout`` (inverted scaling). Returns (B, n, D); gradients reach the maps only."""
+    ``value``, each ``(W, b)`` (D x D and D: ``z @ W.T + b``), the entries ``dropped`` (flat
+    indices into (B, n, n)) dropped at rate ``dropout`` (inverted scaling). Returns (B, n, D);
+    gradients reach the maps only."""
     r = x.shape[-1]
-    if not all(isinstance(m, torch.nn.Linear) and m.bias is not None for m in (query, key, value)):
-        raise TypeError("point_self_attention needs affine maps (nn.Linear with bias)")
-    assert isinstance(query, torch.nn.Linear) and isinstance(key, torch.nn.Linear)
-    assert isinstance(value, torch.nn.Linear)
+    (W_q, b_q), (W_k, b_k), (W_v, b_v) = query, key, value
     return _PointSelfAttention.apply(
-        x, query.weight[:, :r], query.bias, key.weight[:, :r], key.bias, value.weight[:, :r], value.bias,
-        float(scale), dropped, float(dropout),
-    )  # fmt: skip
+        x, W_q[:, :r], b_q, W_k[:, :r], b_k, W_v[:, :r], b_v, float(scale), dropped, float(dropout)
+    )

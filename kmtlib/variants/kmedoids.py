@@ -65,8 +65,8 @@ from typing import Any
 import torch
 
 from .._checks import check_int, check_tau
-from ..attention import euclidean_scores, gumbel_max_attention
-from ..layer import BlockConfig, register_score
+from ..attention import euclidean_scores, gumbel_max_attention, register_score
+from ..layer import BlockConfig
 from .circuit import circuit_config, circuit_model, reject_unknown
 
 

@@ -1,0 +1,289 @@
+"""The rooms of kmtlib and what each may import (CONTRIBUTING.md, "The rooms"): down only, never
+up, and no import cycle anywhere.
+
+Two more rules live in tests/test_environment.py: the references never import a circuit, and
+the library never imports kmtbook.
+
+Every module of kmtlib is read with ``ast`` (nothing is imported): every import statement counts,
+at the top of the file, inside a function (a lazy import) or under ``if TYPE_CHECKING:``.
+Relative imports are resolved; ``from . import x`` where ``x`` is a submodule is an edge to that
+submodule; importing ``kmtlib.a.b`` also runs the package ``kmtlib.a`` (an edge to it too). An
+import of the package ``kmtlib`` itself from one of its modules is an edge to ``kmtlib``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "kmtlib"
+
+ROOMS: dict[str, str] = {
+    # the package itself: the public face, may import from every room (no room imports it)
+    "kmtlib": "package",
+    "kmtlib._version": "maths",
+    # maths: tasks, initialisation, Lloyd, the objective, attention maps, the references, helpers
+    "kmtlib._checks": "maths",
+    "kmtlib._numerics": "maths",
+    "kmtlib.results": "maths",
+    "kmtlib.device": "maths",
+    "kmtlib.tasks": "maths",
+    "kmtlib.broad_tasks": "maths",
+    "kmtlib.init": "maths",
+    "kmtlib.lloyd": "maths",
+    "kmtlib.objective": "maths",
+    "kmtlib.losses": "maths",
+    "kmtlib.attention": "maths",
+    "kmtlib.reference": "maths",
+    "kmtlib.reference._result": "maths",
+    "kmtlib.reference.kmedoids": "maths",
+    "kmtlib.reference.robust": "maths",
+    "kmtlib.reference.soft": "maths",
+    "kmtlib.reference.spherical": "maths",
+    "kmtlib.reference.trimmed": "maths",
+    "kmtlib.theorems": "maths",  # (the theorems' weight matrices: plain tensors)
+    # kernels: leaves (tensors in, tensors out), beside the formulas they replace
+    "kmtlib.kernels": "kernels",
+    "kmtlib.kernels.euclidean_softmax": "kernels",
+    "kmtlib.kernels.labels": "kernels",
+    "kmtlib.kernels.layout": "kernels",
+    "kmtlib.kernels.limit_model": "kernels",
+    "kmtlib.kernels.point_attention": "kernels",
+    "kmtlib.kernels.scratch": "kernels",
+    "kmtlib.kernels.weights": "kernels",
+    # layer: its configuration, blocks, token embeddings, equivariant maps
+    "kmtlib.layer": "layer",
+    "kmtlib.embedding": "layer",
+    "kmtlib.equivariant": "layer",
+    # model: the transformer, the theorem and trainable configurations, the variants, model files
+    "kmtlib.transformer": "model",
+    "kmtlib.constructions": "model",
+    "kmtlib.learned": "model",
+    "kmtlib.model_file": "model",
+    "kmtlib.variants": "model",
+    "kmtlib.variants.circuit": "model",
+    "kmtlib.variants.kmedoids": "model",
+    "kmtlib.variants.robust": "model",
+    "kmtlib.variants.soft": "model",
+    "kmtlib.variants.spherical": "model",
+    "kmtlib.variants.trimmed": "model",
+    # training (one package in the making: kmtlib.training)
+    "kmtlib.train": "training",
+    "kmtlib.train_group": "training",
+    "kmtlib.run_stack": "training",
+    "kmtlib.sweep": "training",
+    # evaluation and inspection
+    "kmtlib.evaluate": "evaluation",
+    "kmtlib.inspect_layer": "evaluation",
+    # the scikit-learn estimator
+    "kmtlib.estimator": "estimator",
+}
+"""Every module of kmtlib and its room (a new module must be placed here)."""
+
+TRAINING_PACKAGE = "kmtlib.training"
+"""Modules of this package (being built) are in the training room."""
+
+MAY_IMPORT: dict[str, set[str]] = {
+    "maths": {"maths", "kernels"},
+    "kernels": {"kernels"},  # and kmtlib._numerics, kmtlib._checks, kmtlib.results: KERNEL_LEAVES
+    "layer": {"layer", "maths", "kernels"},
+    "model": {"model", "layer", "maths", "kernels"},
+    "training": {"training", "model", "layer", "maths", "kernels"},
+    "evaluation": {"evaluation", "model", "layer", "maths", "kernels"},
+    "estimator": {"estimator", "model", "layer", "maths", "kernels"},
+    "package": {"package", "maths", "kernels", "layer", "model", "training", "evaluation", "estimator"},
+}
+"""Which rooms a room may import (down only; CONTRIBUTING.md)."""
+
+KERNEL_LEAVES = {"kmtlib._numerics", "kmtlib._checks", "kmtlib.results"}
+"""The maths modules a kernel may import: plain helpers and data types, themselves leaves."""
+
+# EXEMPT FROM THE CYCLE CHECK, until kmtlib.training replaces them (remove at that merge):
+# kmtlib.train and kmtlib.train_group import each other (being fixed in the training package).
+CYCLE_EXEMPT = {"kmtlib.train", "kmtlib.train_group"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def kmtlib_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The kmtlib modules that module ``name`` (file ``path``) imports, anywhere in the file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def add(target: str) -> None:
+        # importing a.b.c runs the packages a.b (but not kmtlib itself, which every import runs)
+        parts = target.split(".")
+        for i in range(2, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if prefix in modules:
+                found.add(prefix)
+        if target == "kmtlib":
+            found.add(target)
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            submodules = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
+            for submodule in submodules:
+                add(submodule)
+            if source != "kmtlib" or len(submodules) < len(node.names):  # (a name of the package itself)
+                add(source)
+    found.discard(name)
+    return {m for m in found if m == "kmtlib" or m.startswith("kmtlib.")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = kmtlib_modules()
+    return {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` as a list of nodes (first == last), or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def room_of(module: str) -> str | None:
+    if module == TRAINING_PACKAGE or module.startswith(TRAINING_PACKAGE + "."):
+        return "training"
+    return ROOMS.get(module)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    offenders = []
+    for module, targets in sorted(graph.items()):
+        room = room_of(module)
+        for target in sorted(targets):
+            target_room = room_of(target)
+            if room == "kernels" and target in KERNEL_LEAVES:
+                continue
+            if target_room not in MAY_IMPORT.get(room or "", set()):
+                offenders.append(f"{module} ({room}) imports {target} ({target_room})")
+    return offenders
+
+
+# ----------------------------------------------------------------------------------- the tests
+def test_every_module_has_a_room():
+    """A new module of kmtlib must be placed in a room (ROOMS above, CONTRIBUTING.md)."""
+    unplaced = sorted(m for m in kmtlib_modules() if room_of(m) is None)
+    assert not unplaced, f"place these modules in ROOMS of tests/test_rooms.py: {unplaced}"
+    # (the training modules may move into kmtlib.training: their rows may then go)
+    stale = sorted(set(ROOMS) - set(kmtlib_modules()) - {m for m, room in ROOMS.items() if room == "training"})
+    assert not stale, f"ROOMS names modules that no longer exist: {stale}"
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    graph = {m: {t for t in ts if t not in CYCLE_EXEMPT} for m, ts in graph.items() if m not in CYCLE_EXEMPT}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_rooms_import_down_only():
+    """Kernels import no room above them (only each other and KERNEL_LEAVES); the layer never the
+    model; maths never the layer or the model; nothing imports training, evaluation or the
+    estimator but themselves and the package; no room imports the package ``kmtlib``."""
+    offenders = upward_imports(import_graph())
+    assert not offenders, "imports that go up:\n" + "\n".join(offenders)
+
+
+def test_the_checks_see_what_they_claim(tmp_path):
+    """The graph reader sees lazy, TYPE_CHECKING and relative imports and ``from . import x`` of a
+    submodule; the search finds a cycle; an upward import is reported."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from . import kernels\n"
+        "if TYPE_CHECKING:\n    from .transformer import KMeansTransformer\n"
+        "def f():\n    from .variants import kmedoids\n    import kmtlib\n"
+    )
+    path = tmp_path / "layer.py"
+    path.write_text(source)
+    modules = {"kmtlib", "kmtlib.kernels", "kmtlib.transformer", "kmtlib.variants", "kmtlib.variants.kmedoids"}
+    found = imports_of("kmtlib.layer", path, modules)
+    assert found == modules
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    offenders = upward_imports({"kmtlib.layer": found})
+    assert any("kmtlib.transformer (model)" in o for o in offenders)
+    assert any("imports kmtlib (package)" in o for o in offenders)
+    assert not any("kmtlib.kernels " in o for o in offenders)
+
+
+@pytest.mark.parametrize("room", sorted(MAY_IMPORT))
+def test_the_room_rules(room):
+    """The never rules of CONTRIBUTING.md, as the table says them."""
+    never = {
+        "kernels": {"maths", "layer", "model", "training", "evaluation", "estimator", "package"},
+        "layer": {"model", "training", "evaluation", "estimator", "package"},
+        "maths": {"layer", "model", "training", "evaluation", "estimator", "package"},
+        "model": {"training", "evaluation", "estimator", "package"},
+        "training": {"evaluation", "estimator", "package"},
+        "evaluation": {"training", "estimator", "package"},
+        "estimator": {"training", "evaluation", "package"},
+        "package": set(),
+    }[room]
+    assert not (MAY_IMPORT[room] & never)
+
+
+def test_one_scores_registry_and_a_variant_score_loads(tmp_path):
+    """The layer reads the one scores registry of the maths room (kmtlib.attention.SCORES), which
+    the variants register into; a model file whose block names a variant's score loads in a fresh
+    interpreter that never imported the variant (the model imports the variants)."""
+    import subprocess
+    import sys
+
+    import kmtlib.attention
+    import kmtlib.layer
+    from kmtlib import KMeansTransformer
+
+    assert kmtlib.layer.SCORES is kmtlib.attention.SCORES
+    path = KMeansTransformer.from_variant("kmedoids", 2, 3).save(tmp_path / "kmedoids.pt")
+    assert "medoid_selection" in kmtlib.attention.SCORES
+    code = (
+        "import sys, kmtlib\n"
+        "assert 'kmtlib.variants.kmedoids' not in sys.modules\n"
+        f"model = kmtlib.load_model({str(path)!r})\n"
+        "assert model.config.CAC.score == 'medoid_selection'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
