@@ -32,7 +32,7 @@ from .attention import (
 
 # The k-means transformer: one layer (config, blocks), its constructions, variants, files.
 from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
-from .constructions import build_theorem_model, theorem_config, theorem_weights
+from .constructions import load_theorem_weights, theorem_config, theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
 from .model_file import ModelFileError, load_model
 from .transformer import KMeansTransformer
@@ -74,7 +74,6 @@ __all__ = [
     "PlainEmbedding",
     "TransformerKMeans",
     "__version__",
-    "build_theorem_model",
     "dot_scores",
     "euclidean_scores",
     "evaluate_multistep",
@@ -84,6 +83,7 @@ __all__ = [
     "kmeans_objective",
     "lloyd",
     "load_model",
+    "load_theorem_weights",
     "make_generator",
     "nearest_center",
     "normalized_linear_attention",

@@ -10,8 +10,8 @@ across layers (the paper's Theorems 2.1 and 2.2 and their proofs):
 * ``SAC`` (mu=4), self-attention of the centres: erases the old centres (a residual reset).
 
 :func:`theorem_config` says what each block computes, :func:`theorem_weights` gives the weight
-matrices and :func:`load_theorem_weights` puts them into a layer; :func:`build_theorem_model`
-(what ``KMeansTransformer.from_theorem`` calls) does all three.
+matrices and :func:`load_theorem_weights` puts them into a layer; ``KMeansTransformer.from_theorem``
+builds a model of the configuration and loads its weights.
 
 Hard self-attention (``gamma = math.inf``) is evaluated in closed form by default
 (:mod:`kmtlib.kernels`): the keys that attain the maximum score of query ``i`` are exactly the
@@ -47,8 +47,7 @@ matrix, the shortcut of the authors' validation code (``osa=True``), i.e. what h
 gives for distinct tokens, at any gamma."""
 
 
-def build_theorem_model(
-    cls: type,
+def theorem_config(
     d: int,
     k: int,
     gamma: float = math.inf,
@@ -57,11 +56,11 @@ def build_theorem_model(
     center_update: str = "linear",
     self_attention: str = "attention",
     reset_gamma: float | None = None,
-):
-    """Build the fixed-weight k-means transformer of Theorem 2.1 or 2.2 (``KMeansTransformer.from_theorem``).
+) -> LayerConfig:
+    """The layer configuration of Theorem 2.1 or 2.2: what its blocks compute (``KMeansTransformer.from_theorem``
+    builds a model of it and loads :func:`theorem_weights` with :func:`load_theorem_weights`).
 
     Args:
-        cls: the model class (:class:`~kmtlib.transformer.KMeansTransformer`).
         d, k: data dimension and number of centres.
         gamma: inverse temperature of the attention blocks that have one (raw: no ``1/sqrt(D)``).
             ``math.inf`` (default) is the limit, computed as averaging hard attention; a finite
@@ -104,30 +103,7 @@ def build_theorem_model(
     centre tokens pass through a feed-forward block with rectified-quadratic activation
     ``phi(z) = max(z, 0)^2`` that writes ||c||^2 back into the norm coordinate, which SAC erased
     (the point norms never change).
-
-    Returns:
-        ``cls(theorem_config(...))`` with the weights of :func:`theorem_weights` in its layer
-        (``model.layer.CAX.query.weight`` is ``Q_1``, and so on).
     """
-    config = theorem_config(
-        d, k, gamma, attention, center_update=center_update, self_attention=self_attention, reset_gamma=reset_gamma
-    )
-    model = cls(config)
-    load_theorem_weights(model.layer, attention)
-    return model
-
-
-def theorem_config(
-    d: int,
-    k: int,
-    gamma: float = math.inf,
-    attention: str = "euclidean",
-    *,
-    center_update: str = "linear",
-    self_attention: str = "attention",
-    reset_gamma: float | None = None,
-) -> LayerConfig:
-    """What the blocks of Theorem 2.1 or 2.2 compute (arguments of :func:`build_theorem_model`)."""
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma", gamma, allow_inf=True)

@@ -23,13 +23,14 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
+from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
 from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
 from .results import ClusteringResult
-from .variants import import_all
+from .variants import import_all, load_circuit_weights, variant_config
 
 LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
 LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
@@ -70,10 +71,12 @@ class KMeansTransformer(nn.Module):
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_theorem(cls, d: int, k: int, gamma: float = math.inf, attention: str = "euclidean", **options: Any):
-        """The fixed-weight construction of Theorem 2.1 (``attention="euclidean"``) or 2.2 (``"dot"``)."""
-        from .constructions import build_theorem_model
-
-        return build_theorem_model(cls, d=d, k=k, gamma=gamma, attention=attention, **options)
+        """The fixed-weight construction of Theorem 2.1 (``attention="euclidean"``) or 2.2 (``"dot"``):
+        the blocks of :func:`~kmtlib.constructions.theorem_config` (its options) with the weights of
+        :func:`~kmtlib.constructions.theorem_weights` (``model.layer.CAX.query.weight`` is ``Q_1``, ...)."""
+        model = cls(theorem_config(d, k, gamma, attention, **options))
+        load_theorem_weights(model.layer, attention)
+        return model
 
     @classmethod
     def trainable(cls, d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, **options: Any):
@@ -84,10 +87,11 @@ class KMeansTransformer(nn.Module):
 
     @classmethod
     def from_variant(cls, name: str, d: int, k: int, **options: Any):
-        """A circuit variant: ``"soft"``, ``"spherical"``, ``"trimmed"``, ``"robust"`` or ``"kmedoids"``."""
-        from .variants import build_variant_model
-
-        return build_variant_model(cls, name=name, d=d, k=k, **options)
+        """A circuit variant: ``"soft"``, ``"spherical"``, ``"trimmed"``, ``"robust"`` or ``"kmedoids"``
+        (the blocks of :func:`~kmtlib.variants.variant_config`, Theorem 2.1's weights)."""
+        model = cls(variant_config(name, d, k, **options))
+        load_circuit_weights(model.layer)
+        return model
 
     # ------------------------------------------------------------------ properties
     @property

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.constructions import build_theorem_model, theorem_config, theorem_weights
+from kmtlib.constructions import theorem_config, theorem_weights
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
@@ -369,7 +369,9 @@ def test_config_is_plain_and_save_load_round_trip(tmp_path):
     X = kmtlib.sample_tasks(4, 20, 2, 3, generator=10, dtype=F64)
     C0 = kmtlib.init_centers(X, 3, generator=11)
     assert torch.equal(loaded(X, C0, steps=3).centers, model(X, C0, steps=3).centers)
-    assert build_theorem_model(KMeansTransformer, **kwargs).config == model.config
+    by_hand = KMeansTransformer(theorem_config(**kwargs))  # the configuration and its initialiser, as from_theorem
+    kmtlib.load_theorem_weights(by_hand.layer, kwargs["attention"])
+    assert all(torch.equal(a, b) for a, b in zip(by_hand.state_dict().values(), model.state_dict().values()))
 
 
 def test_changed_weights_take_effect():

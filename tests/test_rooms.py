@@ -117,37 +117,36 @@ def kmtlib_modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def imported_names(node: ast.Import | ast.ImportFrom, package: str, modules: set[str]) -> list[str]:
+    """The dotted names one import statement of a module in ``package`` imports: the source and,
+    for ``from X import name``, each ``X.name`` that is a module."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base = package.split(".")
+        base = base[: len(base) - node.level + 1]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    submodules = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
+    if source != "kmtlib" or len(submodules) < len(node.names):  # (a name of the package itself)
+        return [*submodules, source]
+    return submodules
+
+
 def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
     """The kmtlib modules that module ``name`` (file ``path``) imports, anywhere in the file."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-
-    def add(target: str) -> None:
-        # importing a.b.c runs the packages a.b (but not kmtlib itself, which every import runs)
-        parts = target.split(".")
-        for i in range(2, len(parts) + 1):
-            prefix = ".".join(parts[:i])
-            if prefix in modules:
-                found.add(prefix)
-        if target == "kmtlib":
-            found.add(target)
-
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            submodules = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
-            for submodule in submodules:
-                add(submodule)
-            if source != "kmtlib" or len(submodules) < len(node.names):  # (a name of the package itself)
-                add(source)
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for target in imported_names(node, package, modules):
+            # importing a.b.c runs the packages a.b (but not kmtlib itself, which every import runs)
+            parts = target.split(".")
+            found.update(".".join(parts[:i]) for i in range(2, len(parts) + 1) if ".".join(parts[:i]) in modules)
+            if target == "kmtlib":
+                found.add(target)
     found.discard(name)
     return {m for m in found if m == "kmtlib" or m.startswith("kmtlib.")}
 

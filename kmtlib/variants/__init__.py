@@ -1,8 +1,10 @@
 """Circuit variants of the k-means transformer (chapter 10).
 
 Each variant lives in its own module ``kmtlib.variants.<name>`` with a function
-``build(cls, d, k, **options)`` that returns a :class:`~kmtlib.transformer.KMeansTransformer`;
-:meth:`KMeansTransformer.from_variant` dispatches here. The matching reference algorithms are in
+``layer_config(d, k, **options)`` that checks its options and returns the variant's
+:class:`~kmtlib.layer.LayerConfig`; its weights are Theorem 2.1's
+(:func:`~kmtlib.variants.circuit.load_circuit_weights`). :meth:`KMeansTransformer.from_variant`
+builds the model from the two. The matching reference algorithms are in
 :mod:`kmtlib.reference`.
 """
 
@@ -11,15 +13,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..layer import LayerConfig
+from .circuit import load_circuit_weights
+
+__all__ = ["VARIANTS", "import_all", "load_circuit_weights", "variant_config"]
+
 VARIANTS: tuple[str, ...] = ("soft", "spherical", "trimmed", "robust", "kmedoids")
 
 
-def build_variant_model(cls: type, *, name: str, d: int, k: int, **options: Any):
-    """Build the variant ``name`` (one of :data:`VARIANTS`) for data dimension ``d`` and ``k`` clusters."""
+def variant_config(name: str, d: int, k: int, **options: Any) -> LayerConfig:
+    """The layer configuration of the variant ``name`` (one of :data:`VARIANTS`) for data dimension
+    ``d`` and ``k`` clusters (its options checked by the variant's module)."""
     if not isinstance(name, str) or name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}")
     module = importlib.import_module(f"{__name__}.{name}")
-    return module.build(cls, d=d, k=k, **options)
+    return module.layer_config(d=d, k=k, **options)
 
 
 def import_all() -> None:

@@ -98,13 +98,6 @@ def load_circuit_weights(layer: KMeansLayer) -> KMeansLayer:
     return layer
 
 
-def circuit_model(cls: type, config: LayerConfig):
-    """A :class:`~kmtlib.transformer.KMeansTransformer` of this circuit with its weights."""
-    model = cls(config)
-    load_circuit_weights(model.layer)
-    return model
-
-
 def reject_unknown(name: str, options: dict[str, Any]) -> None:
     """Raise naming the options a variant does not know."""
     if options:

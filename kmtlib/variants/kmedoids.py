@@ -66,8 +66,8 @@ import torch
 
 from .._checks import check_int, check_tau
 from ..attention import euclidean_scores, gumbel_max_attention, register_score
-from ..layer import BlockConfig
-from .circuit import circuit_config, circuit_model, reject_unknown
+from ..layer import BlockConfig, LayerConfig
+from .circuit import circuit_config, reject_unknown
 
 
 def cluster_members(assignment: torch.Tensor) -> torch.Tensor:
@@ -142,7 +142,7 @@ def medoid_selection_scores(
 register_score("medoid_selection", medoid_selection_scores)
 
 
-def build(cls: type, d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unknown: Any):
+def layer_config(d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unknown: Any) -> LayerConfig:
     """``KMeansTransformer.from_variant("kmedoids", d, k, tau=0.0, seed=0)``.
 
     Args:
@@ -157,5 +157,4 @@ def build(cls: type, d: int, k: int, *, tau: float = 0.0, seed: int = 0, **unkno
     tau = check_tau(tau)
     seed = check_int("seed", seed, minimum=0)
     cac = BlockConfig(score="medoid_selection", map="gumbel", gamma=math.inf if tau == 0 else 1.0 / tau)
-    config = circuit_config("kmedoids", d, k, CAC=cac, seed=seed, options={"tau": tau, "seed": seed})
-    return circuit_model(cls, config)
+    return circuit_config("kmedoids", d, k, CAC=cac, seed=seed, options={"tau": tau, "seed": seed})

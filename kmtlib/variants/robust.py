@@ -41,16 +41,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import SPARSE_MAPS, authors_inv_temperature, check_int, check_robust_options
-from ..layer import BlockConfig
-from .circuit import circuit_config, circuit_model, reject_unknown
+from ..layer import BlockConfig, LayerConfig
+from .circuit import circuit_config, reject_unknown
 
 # (SPARSE_MAPS, authors_inv_temperature and check_robust_options live in kmtlib._checks, shared with
 # the reference algorithm kmtlib.reference.robust; re-exported here, where the variant's users look)
-__all__ = ["SPARSE_MAPS", "authors_inv_temperature", "build", "check_robust_options"]
+__all__ = ["SPARSE_MAPS", "authors_inv_temperature", "check_robust_options", "layer_config"]
 
 
-def build(
-    cls: type,
+def layer_config(
     d: int,
     k: int,
     *,
@@ -58,7 +57,7 @@ def build(
     map: str = "sparsemax",
     alpha: float | None = None,
     **unknown: Any,
-):
+) -> LayerConfig:
     """``KMeansTransformer.from_variant("robust", d, k, inv_temperature=None, map="sparsemax", alpha=None)``.
 
     Args:
@@ -73,4 +72,4 @@ def build(
     beta, options = check_robust_options(d, inv_temperature, map, alpha)
     cac = BlockConfig(score="euclidean_within_cluster", map=map, gamma=beta, options=options)
     kwargs = {"inv_temperature": inv_temperature, "map": map, "alpha": alpha}
-    return circuit_model(cls, circuit_config("robust", d, k, CAC=cac, options=kwargs))
+    return circuit_config("robust", d, k, CAC=cac, options=kwargs)

@@ -18,15 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import check_int, check_positive_float
-from ..layer import BlockConfig
-from .circuit import circuit_config, circuit_model, reject_unknown
+from ..layer import BlockConfig, LayerConfig
+from .circuit import circuit_config, reject_unknown
 
 
-def build(cls: type, d: int, k: int, gamma: float = 1.0, **options: Any):
+def layer_config(d: int, k: int, gamma: float = 1.0, **options: Any) -> LayerConfig:
     """``KMeansTransformer.from_variant("soft", d, k, gamma=...)``: soft k-means with stiffness ``gamma``."""
     reject_unknown("soft", options)
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma (the stiffness of soft k-means)", gamma, allow_inf=True)
     cax = BlockConfig(score="euclidean", map="softmax", gamma=gamma)
-    return circuit_model(cls, circuit_config("soft", d, k, CAX=cax, options={"gamma": gamma}))
+    return circuit_config("soft", d, k, CAX=cax, options={"gamma": gamma})

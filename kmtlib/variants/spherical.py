@@ -26,16 +26,15 @@ import math
 from typing import Any
 
 from .._checks import check_int, check_positive_float
-from ..layer import BlockConfig
-from .circuit import circuit_config, circuit_model, reject_unknown
+from ..layer import BlockConfig, LayerConfig
+from .circuit import circuit_config, reject_unknown
 
 
-def build(cls: type, d: int, k: int, gamma: float = math.inf, **options: Any):
+def layer_config(d: int, k: int, gamma: float = math.inf, **options: Any) -> LayerConfig:
     """``KMeansTransformer.from_variant("spherical", d, k)``: spherical k-means (cosine assignment)."""
     reject_unknown("spherical", options)
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
     gamma = check_positive_float("gamma", gamma, allow_inf=True)
     cax = BlockConfig(score="dot", map="softmax", gamma=gamma)
-    config = circuit_config("spherical", d, k, CAX=cax, normalise_data=True, options={"gamma": gamma})
-    return circuit_model(cls, config)
+    return circuit_config("spherical", d, k, CAX=cax, normalise_data=True, options={"gamma": gamma})

@@ -34,14 +34,13 @@ import numbers
 from typing import Any
 
 from .._checks import check_choice, check_int, check_positive_float
-from ..layer import BlockConfig
-from .circuit import circuit_config, circuit_model, reject_unknown
+from ..layer import BlockConfig, LayerConfig
+from .circuit import circuit_config, reject_unknown
 
 TRIM_ATTENTION: tuple[str, ...] = ("topk", "normmax")
 
 
-def build(
-    cls: type,
+def layer_config(
     d: int,
     k: int,
     attention: str = "topk",
@@ -49,7 +48,7 @@ def build(
     tau: float | None = None,
     gamma: float | None = None,
     **options: Any,
-):
+) -> LayerConfig:
     """``KMeansTransformer.from_variant("trimmed", d, k, attention="topk", q=0.95)`` (or
     ``attention="normmax", tau=..., gamma=...``): trimmed k-means (module documentation)."""
     reject_unknown("trimmed", options)
@@ -71,4 +70,4 @@ def build(
         gamma = check_positive_float("gamma", 1.0 if gamma is None else gamma)
         cac = BlockConfig(score="euclidean_within_cluster", map="normmax", gamma=gamma, options={"tau": tau})
         kwargs = {"attention": attention, "tau": tau, "gamma": gamma}
-    return circuit_model(cls, circuit_config("trimmed", d, k, CAC=cac, options=kwargs))
+    return circuit_config("trimmed", d, k, CAC=cac, options=kwargs)
