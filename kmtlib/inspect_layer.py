@@ -40,7 +40,7 @@ import torch
 from ._checks import check_centers, check_int, check_points, check_positive_float
 from .attention import MAX_SCORE_ELEMENTS
 from .layer import BLOCK_NAMES, KMeansLayer
-from .lloyd import cluster_means, fill_empty
+from .lloyd import lloyd_step
 from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .transformer import KMeansTransformer
 
@@ -59,7 +59,7 @@ __all__ = [
     "inspect_step",
     "layer_maps",
     "layer_maps_centers",
-    "lloyd_step",
+    "lloyd_step",  # (kmtlib.lloyd.lloyd_step, where the readers of this module look)
     "paper_theorem_model",
     "qk_structure",
 ]
@@ -413,14 +413,6 @@ class StepComparison:
         )
 
 
-def lloyd_step(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One Lloyd step: (new centres (B, k, d), old assignment (B, n), cluster sizes (B, k)); an
-    empty cluster keeps its old centre."""
-    labels = nearest_center(X, C)
-    means, counts = cluster_means(X, labels, C.shape[1])
-    return fill_empty(means, counts == 0, X, C, "keep"), labels, counts
-
-
 def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """(b, p, q) squared distances between the rows of A (b, p, d) and B (b, q, d) from their
     differences, each pair by the same operations (few rows: no matrix product, whose rounding
@@ -444,7 +436,7 @@ def compare_with_lloyd(
     elif not isinstance(new_centers, torch.Tensor) or new_centers.shape != C.shape:
         raise ValueError(f"new_centers must be a tensor of shape {tuple(C.shape)} (like C)")
     new = new_centers.to(X.dtype)
-    M, labels, counts = lloyd_step(X, C)
+    M, labels, counts = lloyd_step(X, C, empty="keep")
     empty = counts == 0
     step_m, step_l = new - C, M - C
     model_move, lloyd_move = step_m.norm(dim=-1), step_l.norm(dim=-1)
