@@ -140,7 +140,7 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
     from .transformer import KMeansTransformer
 
     config = model.config
-    if config.any_k or config.tokens != "onehot":
+    if config.any_k or config.embedding != "onehot":
         raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
     out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
     dtype = next(model.parameters()).dtype

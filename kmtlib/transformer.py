@@ -39,7 +39,7 @@ class KMeansTransformer(nn.Module):
 
     Attributes:
         config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
-        embedding: an :class:`~kmtlib.embedding.Embedding` for ``config.tokens``.
+        embedding: the :class:`~kmtlib.embedding.Embedding` ``config.embedding``.
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
         fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
             formulas as written (the same numbers up to rounding).
@@ -50,7 +50,7 @@ class KMeansTransformer(nn.Module):
         if not isinstance(config, LayerConfig):
             raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
         self.config = config.validated()
-        self.embedding = make_embedding(config.tokens, config.d, config.k, config.code_width, config.seed)
+        self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
 
     # ------------------------------------------------------------------ builders

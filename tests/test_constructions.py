@@ -357,7 +357,7 @@ def test_config_is_plain_and_save_load_round_trip(tmp_path):
     )
     assert isinstance(model.config, LayerConfig)
     assert model.config == theorem_config(**kwargs)
-    assert model.config.tokens == "norm_augmented" and model.config.ffn and not model.config.trainable
+    assert model.config.embedding == "norm_augmented" and model.config.ffn and not model.config.trainable
     assert model.config.SAX.identity and model.config.CAX.gamma == 50.0 and model.config.CAC.map == "linear"
     assert model.config.origin.startswith("from_theorem(d=2, k=3")
     plain = model.config.to_dict()

@@ -137,7 +137,7 @@ def test_model_structure_and_parameter_count(embedding, width):
     assert all(p.requires_grad for p in m.parameters())
     assert list(m.layer.blocks) == list(BLOCK_NAMES) == ["CAX", "SAX", "CAC", "SAC"]
     assert m.config == trainable_config(32, 10, embedding, 1.0, 0.01)
-    assert m.config.tokens == ("data" if embedding == "none" else embedding)
+    assert m.config.embedding == ("data" if embedding == "none" else embedding)
     assert m.config.trainable and m.config.reembed and m.config.bias
     for block in m.layer.blocks.values():
         assert (block.config.score, block.config.map, block.config.gamma, block.config.dropout) == (
