@@ -689,7 +689,7 @@ def test_saved_models_still_load_exactly(tmp_path):
         KMeansTransformer.from_theorem(2, 3),
         KMeansTransformer.from_theorem(2, 3, attention="dot"),
         KMeansTransformer.from_variant("soft", 2, 3),
-        KMeansTransformer.trainable(3, 2, embedding="none").double(),
+        KMeansTransformer.trainable(3, 2, embedding="data").double(),
     ):
         path = model.save(tmp_path / "m.pt")
         again = load_model(path)

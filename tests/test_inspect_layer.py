@@ -62,7 +62,7 @@ def test_theorem_block_weights_are_the_selectors():
     assert qk_structure(got["SAC"].QtK, D_)["id_diag"] == 1.0
 
 
-@pytest.mark.parametrize("embedding,width", [("onehot", D_ + K_), ("none", D_)])
+@pytest.mark.parametrize("embedding,width", [("onehot", D_ + K_), ("data", D_)])
 def test_trainable_block_weights_read_the_linear_maps(embedding, width):
     model = kmtlib.KMeansTransformer.trainable(D_, K_, embedding=embedding, generator=3)
     got = block_weights(model)
@@ -130,7 +130,7 @@ def test_paper_theorem_model_temperature_and_closeness_to_the_limit():
     assert torch.allclose(soft.CAX.sum(-1), torch.ones(X.shape[:2], dtype=torch.float64))
 
 
-@pytest.mark.parametrize("embedding", ["onehot", "none"])
+@pytest.mark.parametrize("embedding", ["onehot", "data"])
 def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
     X, C = _tasks(B=3, n=30, dtype=torch.float32, seed=4)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, embedding=embedding, generator=5)
@@ -145,7 +145,7 @@ def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
     assert maps.CAC.shape == (3, K_, 30) and maps.SAC.shape == (3, K_, K_)
     for W in maps.maps().values():
         assert torch.allclose(W.sum(-1), torch.ones(W.shape[:2]), atol=1e-5)
-    assert (maps.scratch is None) == (embedding == "none")
+    assert (maps.scratch is None) == (embedding == "data")
     s = attention_summary(maps, X, C)
     assert ((s.cax_effective >= 1 - 1e-5) & (s.cax_effective <= K_ + 1e-4)).all()
     assert s.counts.sum(-1).eq(30).all()
