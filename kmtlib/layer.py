@@ -47,7 +47,7 @@ from . import kernels
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import tie_equal_keys
 from .attention import MAX_SCORE_ELEMENTS, by_query_chunks, dot_scores, euclidean_scores, get_attention_map
-from .embedding import EMBEDDINGS, embedding_name
+from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
 from .kernels.euclidean_softmax import sample_dropped
 from .kernels.point_attention import point_self_attention
@@ -171,7 +171,7 @@ class LayerConfig:
     Attributes:
         d, k: data dimension and number of centres.
         embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`
-            (``tokens``, its name before, is read too: a model file's field, a read-only property).
+            (``tokens``, its name before, is a read-only property).
         CAX, SAX, CAC, SAC: the four blocks.
         ffn: Theorem 2.2's feed-forward block on the centres, ``h -> W2 max(W1 h, 0)^2``.
         normalise_data: scale the data coordinates of every token to unit norm at the layer's
@@ -267,17 +267,13 @@ class LayerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LayerConfig:
         """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them.
-        Old names are read too: the field ``tokens`` (before ``embedding``) and the embeddings'
-        old names (:data:`kmtlib.embedding.OLD_EMBEDDING_NAMES`)."""
-        values = dict(data)
-        if "tokens" in values and "embedding" not in values:
-            values["embedding"] = values.pop("tokens")
+        (A model file's older names are mapped by :mod:`kmtlib.model_file`.)"""
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
-        unknown, missing = sorted(set(values) - fields), sorted(required - set(values))
+        unknown, missing = sorted(set(data) - fields), sorted(required - set(data))
         if unknown or missing:
             raise ValueError(f"not a layer configuration (unknown fields {unknown}, missing fields {missing})")
-        values["embedding"] = embedding_name(values["embedding"])
+        values = dict(data)
         for name in BLOCK_NAMES:
             block = values[name]
             if not isinstance(block, Mapping):

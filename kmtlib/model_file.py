@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from .embedding import embedding_name
+
 MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
 """Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights."""
 OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1",)
@@ -191,7 +193,7 @@ def build_model(
         state = _old_state_keys(state, model)
     else:
         try:
-            layer_config = LayerConfig.from_dict(config)
+            layer_config = LayerConfig.from_dict(_current_names(config))
         except (TypeError, ValueError) as exc:
             raise ModelFileError(
                 f"{path}: not a {what} (its configuration does not describe a layer: {_short(exc)})"
@@ -207,6 +209,18 @@ def build_model(
             f"configuration describes: {_state_mismatch(model, state)})"
         ) from exc
     return model
+
+
+def _current_names(config: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 layer configuration under today's names: the field ``tokens`` (its name before)
+    is ``embedding``, and an embedding's old name (``"none"``, ``"normaugmented"``) its current one
+    (:data:`kmtlib.embedding.OLD_EMBEDDING_NAMES`)."""
+    config = dict(config)
+    if "tokens" in config and "embedding" not in config:
+        config["embedding"] = config.pop("tokens")
+    if "embedding" in config:
+        config["embedding"] = embedding_name(config["embedding"])
+    return config
 
 
 def _build_format_1(config: dict[str, Any], path: Path, what: str):
