@@ -82,8 +82,9 @@ class ReferenceLayer(nn.Module):
 
     def __init__(self, d: int, k: int, embedding: str = "onehot", gamma: float = 1.0, dropout: float = 0.01):
         super().__init__()
-        if embedding not in ("onehot", "none"):
-            raise ValueError(f"embedding must be 'onehot' or 'none', got {embedding!r}")
+        embedding = "data" if embedding == "none" else embedding  # ("none": the old name of "data")
+        if embedding not in ("onehot", "data"):
+            raise ValueError(f"embedding must be 'onehot' or 'data', got {embedding!r}")
         self.d, self.k, self.embedding = d, k, embedding
         width = d + k if embedding == "onehot" else d
         self.blocks = nn.ModuleDict({name: ReferenceBlock(width, gamma, dropout) for name in BLOCKS})

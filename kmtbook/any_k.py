@@ -22,6 +22,7 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer
+from kmtlib.chunks import in_chunks
 from kmtlib.transformer import symmetrised
 
 from .shipped import ShippedRun, require_runs
@@ -60,9 +61,7 @@ POLISH_STEPS = 100
 def _batched(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, batch: int) -> torch.Tensor:
     """Final centres (B, k, d) of the model, ``batch`` tasks at a time (its self-attention is n x n)."""
     with torch.no_grad():
-        return torch.cat(
-            [model(X[i : i + batch], C0[i : i + batch], steps=steps).final_centers for i in range(0, X.shape[0], batch)]
-        )
+        return in_chunks(lambda Xc, Cc: model(Xc, Cc, steps=steps).final_centers, X, C0, size=batch)
 
 
 def _log_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:

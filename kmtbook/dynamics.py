@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kmtlib.embedding import embedding_name
+
 from .chapter import find_repo_root
 
 INDEX_FILE = "index.json"
@@ -71,6 +73,8 @@ def _row(name: str, folder: Path, record: dict) -> dict:
     row = {"run": name, "folder": folder, "seed": int(record.get("seed", cfg.get("seed", -1)))}
     for key in CONFIG_COLUMNS:
         row[key] = cfg.get(key)
+    if isinstance(row["embedding"], str):  # (its current name: "data" for a run made as "none")
+        row["embedding"] = embedding_name(row["embedding"])
     row["eval_every"] = cfg.get("eval_every")
     row["steps"] = int(record.get("steps", cfg.get("steps", 0)))
     row["wall_s"] = record.get("wall_s")
@@ -88,7 +92,7 @@ def run_table(folder: str | os.PathLike | None = None, *, include_diverged: bool
     A run counts when its ``log.csv`` is present. Runs that diverged are listed in the index with
     status ``"diverged"`` and kept only if ``include_diverged``.
 
-    Columns: run, folder, seed, embedding, d, k, n, loss_inv_temp, eval_every, steps, wall_s,
+    Columns: run, folder, seed, embedding (by its current name), d, k, n, loss_inv_temp, eval_every, steps, wall_s,
     final_val_rel_objective, status. Sorted by configuration and seed.
 
     Raises:

@@ -16,11 +16,11 @@ import numpy as np
 from .dynamics import seed_bands
 from .plotting import plot_band
 
-WIDTH = {"onehot": "$d_{emb}=d+k$", "none": "$d_{emb}=d$"}
+WIDTH = {"onehot": "$d_{emb}=d+k$", "data": "$d_{emb}=d$"}
 """The token width of each embedding, as the legends name it."""
 PAPER_STEPS = 10_000
 """The length of the paper's training runs (its Figs. 9 and 10 show 10 000 steps)."""
-COLOUR = {"onehot": "C0", "none": "C1"}
+COLOUR = {"onehot": "C0", "data": "C1"}
 """The colour of each embedding in every figure of the chapter."""
 
 
@@ -44,7 +44,7 @@ def draw_bands(ax_loss, ax_rel, data) -> dict[str, int]:
     objective, median and inter-quartile band over seeds, one curve per token width. Returns the
     seed count per width."""
     seeds = {}
-    for embedding in ("onehot", "none"):
+    for embedding in ("onehot", "data"):
         part = data[data.embedding == embedding]
         if part.empty:
             continue

@@ -27,7 +27,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.estimator import cluster_means, labels_inertia
+from kmtlib.estimator import labels_inertia, means_readout
 
 from .chapter import find_repo_root
 
@@ -134,7 +134,7 @@ def compare_on(
     ``"theorem"``, a path or a model); each runs ``steps`` steps with the estimator's default
     read-out. The method named ``layer_readout_of`` also gives the row ``"<name without its
     parenthesis>, layer read-out"``: the same run's centres before the read-out (``readout="layer"``;
-    the default read-out is :func:`kmtlib.estimator.cluster_means` of them, computed here from the
+    the default read-out is :func:`kmtlib.estimator.means_readout` of them, computed here from the
     one run). ``"KMeans"`` is scikit-learn's Lloyd (``algorithm="lloyd"``, ``tol=0``, up to 300
     iterations: to a fixed point). Every method of a start gets the same initial centres; the
     inertia ratio of a method is taken against ``KMeans`` of the same start (column ``ratio``).
@@ -161,7 +161,7 @@ def compare_on(
                     short = method.split(" (")[0]
                     own = est.cluster_centers_
                     rows.append(row(f"{short}, layer read-out", seeding, start, own, reference, seconds))
-                    centers = cluster_means(data.X, est.cluster_centers_)
+                    centers = means_readout(data.X, est.cluster_centers_)
                 else:
                     est = TransformerKMeans(data.k, model=model, init=c0, steps=steps).fit(data.X)
                     seconds, centers = time.perf_counter() - t, est.cluster_centers_

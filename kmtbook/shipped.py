@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from kmtlib.embedding import embedding_name
 from kmtlib.train import TrainConfig
 
 from .chapter import find_repo_root
@@ -40,7 +41,8 @@ def default_weights_dir() -> Path:
 
 @dataclass
 class ShippedRun:
-    """One finished training run: its folder, embedding, seed and manifest."""
+    """One finished training run: its folder, embedding (by its current name: ``"data"`` for a run
+    made as ``"none"``), seed and manifest."""
 
     folder: Path
     embedding: str
@@ -109,8 +111,10 @@ def shipped_runs(
     paper's seed list.
 
     Args:
-        embedding: keep only runs with this token embedding (``"onehot"`` or ``"none"``).
-        weights_dir: the folder holding ``<embedding>_seed<S>/`` run folders.
+        embedding: keep only runs with this token embedding (``"onehot"`` or ``"data"``; an old
+            name such as ``"none"`` is read too, :func:`kmtlib.embedding.embedding_name`).
+        weights_dir: the folder holding ``<embedding>_seed<S>/`` run folders (named by the
+            embedding the run was made with: ``none_seed<S>/`` for the width-d runs).
         config: keep only runs whose training configuration has these values (e.g. ``d=32``);
             runs for any number of clusters (``k_max > 0``) only when asked for with ``k_max=...``.
 
@@ -130,8 +134,9 @@ def shipped_runs(
                 continue
             manifest = _read_manifest(folder / "manifest.json")
             cfg = manifest["config"]
-            run = ShippedRun(folder, str(cfg.get("embedding")), int(manifest.get("seed", cfg.get("seed"))), manifest)
-            if embedding is not None and run.embedding != embedding:
+            seed = int(manifest.get("seed", cfg.get("seed")))
+            run = ShippedRun(folder, embedding_name(str(cfg.get("embedding"))), seed, manifest)
+            if embedding is not None and run.embedding != embedding_name(embedding):
                 continue
             if any(cfg.get(key, _TRAIN_DEFAULTS.get(key)) != value for key, value in wanted.items()):
                 continue
@@ -153,7 +158,7 @@ def require_runs(
         wanted = ", ".join(f"{k}={v}" for k, v in config.items())
         raise FileNotFoundError(
             f"no finished training run with embedding {embedding!r}{' and ' + wanted if wanted else ''} under {root} "
-            f"(expected folders {embedding}_seed<S>/ holding model.pt, log.csv and manifest.json). "
+            f"(expected run folders <embedding>_seed<S>/ holding model.pt, log.csv and manifest.json). "
             f"Train them with {TRAIN_COMMAND} and copy them there with {SHIP_COMMAND}, or point the "
             f"chapter parameter weights_dir at a folder of runs."
         )

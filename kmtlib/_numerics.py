@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import torch
 
+from .chunks import chunk_size, in_chunks
 from .kernels.labels import lowest_true_
 
 PAIRWISE_LIMIT = 1 << 16
@@ -212,10 +213,4 @@ def by_query_chunks(
     query), the outputs concatenated along the queries. Exact: attention maps work row by row,
     so a chunk's rows are the rows of the whole. ``copy``: clone each chunk's output before the
     next chunk runs (for a block that returns scratch memory it reuses)."""
-    m = q.shape[1]
-    chunk = max(1, max_elements // max(elements_per_query, 1))
-    if chunk >= m:
-        return block(q)
-    if copy:
-        return torch.cat([block(q[:, i : i + chunk]).clone() for i in range(0, m, chunk)], dim=1)
-    return torch.cat([block(q[:, i : i + chunk]) for i in range(0, m, chunk)], dim=1)
+    return in_chunks(block, q, size=chunk_size(max_elements, elements_per_query), dim=1, copy=copy)

@@ -134,7 +134,7 @@ def theorem_config(
     return LayerConfig(
         d=d,
         k=k,
-        tokens="onehot" if attention == "euclidean" else "norm_augmented",
+        embedding="onehot" if attention == "euclidean" else "norm_augmented",
         CAX=cax,
         SAX=reset,
         CAC=cac,

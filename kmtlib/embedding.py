@@ -158,14 +158,25 @@ EMBEDDINGS: dict[str, type[Embedding]] = {
     "norm_augmented": NormAugmentedEmbedding,
     "codes": CodeEmbedding,
 }
-"""The embeddings by the token layout they make (:data:`kmtlib.layer.TOKENS`)."""
+"""The token embeddings by name, the one list of them: ``LayerConfig.embedding`` and
+``KMeansTransformer.trainable(d, k, embedding=...)`` take these names."""
+
+OLD_EMBEDDING_NAMES: dict[str, str] = {"none": "data", "normaugmented": "norm_augmented"}
+"""Names of embeddings before version 0.2, still read (in model files, training configurations
+and ``embedding=`` arguments): ``"none"`` (no embedding) is the width-d ``"data"`` embedding."""
 
 
-def make_embedding(tokens: str, d: int, k: int, code_width: int = 0, seed: int = 0) -> Embedding:
-    """The embedding of the token layout ``tokens`` (a key of :data:`EMBEDDINGS`; ``code_width``
-    and ``seed`` are those of ``"codes"``)."""
-    if tokens not in EMBEDDINGS:
-        raise ValueError(f"unknown token layout {tokens!r}; expected one of {', '.join(EMBEDDINGS)}")
-    if tokens == "codes":
+def embedding_name(name: str) -> str:
+    """The current name of the embedding ``name`` (an old name of :data:`OLD_EMBEDDING_NAMES`
+    becomes its current one; any other value is returned as given, for the caller to check)."""
+    return OLD_EMBEDDING_NAMES.get(name, name) if isinstance(name, str) else name
+
+
+def make_embedding(name: str, d: int, k: int, code_width: int = 0, seed: int = 0) -> Embedding:
+    """The embedding ``name`` (a key of :data:`EMBEDDINGS`; ``code_width`` and ``seed`` are those
+    of ``"codes"``)."""
+    if name not in EMBEDDINGS:
+        raise ValueError(f"unknown embedding {name!r}; expected one of {', '.join(EMBEDDINGS)}")
+    if name == "codes":
         return CodeEmbedding(d, k, code_width, seed)
-    return EMBEDDINGS[tokens](d, k)
+    return EMBEDDINGS[name](d, k)

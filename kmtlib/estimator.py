@@ -39,6 +39,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .device import resolve_device
 from .init import init_centers
+from .lloyd import lloyd_step
 from .model_file import load_model
 from .objective import assignment_cost, nearest_center, squared_distances
 from .transformer import KMeansTransformer
@@ -148,18 +149,11 @@ def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, floa
     return labels[0].numpy().astype(np.int64), float(assignment_cost(Xt, Ct, labels)[0])
 
 
-def cluster_means(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     """Every centre moved to the mean of the points nearest to it (float64); a centre nearest to
-    no point stays where it is. One hard k-means step: the read-out ``readout="means"``."""
-    labels, _ = labels_inertia(X, centers)
-    k = centers.shape[0]
-    counts = np.bincount(labels, minlength=k)
-    sums = np.zeros_like(centers, dtype=np.float64)
-    np.add.at(sums, labels, X)
-    filled = counts > 0
-    out = np.array(centers, dtype=np.float64)
-    out[filled] = sums[filled] / counts[filled, None]
-    return out
+    no point stays where it is: one Lloyd step (:func:`kmtlib.lloyd.lloyd_step`, ``empty="keep"``),
+    the read-out ``readout="means"``."""
+    return lloyd_step(_task(X), _task(centers), empty="keep")[0][0].numpy()
 
 
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -330,7 +324,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         # back to the user's space; keep the seeding of lowest inertia
         runs = [domain.to_user(c) for c in final.numpy()]
         if model.config.trainable and self.readout == "means":
-            runs = [cluster_means(X64, c) for c in runs]
+            runs = [means_readout(X64, c) for c in runs]
         runs = [c.astype(X.dtype, copy=False) for c in runs]
         scores = [labels_inertia(X, c) for c in runs]
         best = int(np.argmin([inertia for _, inertia in scores]))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ._checks import check_centers, check_choice, check_generator, check_int, check_points
+from .chunks import in_chunks
 from .lloyd import EMPTY_RULES, lloyd
 from .transformer import KMeansTransformer
 
@@ -67,15 +68,11 @@ def model_objectives(
             seed = check_int("dropout_seed", dropout_seed, minimum=0)
             model.layer.generator = torch.Generator(device=X.device).manual_seed(seed)
             model.layer.train()
-        parts = [
-            model(X[i : i + batch_size], C0[i : i + batch_size], steps=steps).objective
-            for i in range(0, X.shape[0], batch_size)
-        ]
+        return in_chunks(lambda Xc, Cc: model(Xc, Cc, steps=steps).objective, X, C0, size=batch_size)
     finally:
         model.train(was_training)
         model.layer.train(layer_was_training)
         model.layer.generator = generator
-    return torch.cat(parts)
 
 
 def evaluate_multistep(

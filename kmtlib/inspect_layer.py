@@ -39,8 +39,9 @@ import torch
 
 from ._checks import check_centers, check_int, check_points, check_positive_float
 from .attention import MAX_SCORE_ELEMENTS
+from .chunks import chunk_size, in_chunks
 from .layer import BLOCK_NAMES, KMeansLayer
-from .lloyd import cluster_means, fill_empty
+from .lloyd import lloyd_step
 from .objective import _kmeans_objective, assignment_cost, nearest_center
 from .transformer import KMeansTransformer
 
@@ -59,7 +60,7 @@ __all__ = [
     "inspect_step",
     "layer_maps",
     "layer_maps_centers",
-    "lloyd_step",
+    "lloyd_step",  # (kmtlib.lloyd.lloyd_step, where the readers of this module look)
     "paper_theorem_model",
     "qk_structure",
 ]
@@ -227,22 +228,22 @@ def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> La
     """
     _check_model(model)
     _check_inputs(model, X, C)
-    B, n, _ = X.shape
+    n = X.shape[1]
     exact = any(b.self_attention and b.config.is_hard for b in model.layer.blocks.values())
-    chunk = max(1, MAX_SCORE_ELEMENTS // (n * n * (model.width if exact else 1)))
-    parts = []
+    chunk = chunk_size(MAX_SCORE_ELEMENTS, n * n * (model.width if exact else 1))
+
+    def one_chunk(Xc: torch.Tensor, Cc: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        P, Ct = model.embedding.embed(Xc, Cc)
+        P1, Ct1 = model.layer(P, Ct)
+        maps = model.layer.attention_maps(P, Ct)
+        return (*(maps[name] for name in BLOCK_NAMES), P1, Ct1)
+
     training = model.training
     model.eval()  # (no attention dropout: the weights the layer applies in expectation)
     try:
-        for s in range(0, B, chunk):
-            P, Ct = model.embedding.embed(X[s : s + chunk], C[s : s + chunk])
-            P1, Ct1 = model.layer(P, Ct)
-            maps = model.layer.attention_maps(P, Ct)
-            parts.append((*(maps[name] for name in BLOCK_NAMES), P1, Ct1))
+        cax, sax, cac, sac, P1, Ct1 = in_chunks(one_chunk, X, C, size=chunk)
     finally:
         model.train(training)
-    cat = [torch.cat(t, 0) if len(parts) > 1 else t[0] for t in zip(*parts)]
-    cax, sax, cac, sac, P1, Ct1 = cat
     return LayerMaps(cax, sax, cac, sac, P1, Ct1, model.embedding.centers(Ct1), model.d)
 
 
@@ -413,14 +414,6 @@ class StepComparison:
         )
 
 
-def lloyd_step(X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One Lloyd step: (new centres (B, k, d), old assignment (B, n), cluster sizes (B, k)); an
-    empty cluster keeps its old centre."""
-    labels = nearest_center(X, C)
-    means, counts = cluster_means(X, labels, C.shape[1])
-    return fill_empty(means, counts == 0, X, C, "keep"), labels, counts
-
-
 def _pair_distances(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """(b, p, q) squared distances between the rows of A (b, p, d) and B (b, q, d) from their
     differences, each pair by the same operations (few rows: no matrix product, whose rounding
@@ -444,7 +437,7 @@ def compare_with_lloyd(
     elif not isinstance(new_centers, torch.Tensor) or new_centers.shape != C.shape:
         raise ValueError(f"new_centers must be a tensor of shape {tuple(C.shape)} (like C)")
     new = new_centers.to(X.dtype)
-    M, labels, counts = lloyd_step(X, C)
+    M, labels, counts = lloyd_step(X, C, empty="keep")
     empty = counts == 0
     step_m, step_l = new - C, M - C
     model_move, lloyd_move = step_m.norm(dim=-1), step_l.norm(dim=-1)
@@ -488,9 +481,7 @@ def layer_maps_centers(
     was = model.training
     model.eval()
     try:
-        return torch.cat(
-            [model.step(X[s : s + batch_size], C[s : s + batch_size]) for s in range(0, X.shape[0], batch_size)]
-        )
+        return in_chunks(model.step, X, C, size=batch_size)
     finally:
         model.train(was)
 
@@ -505,16 +496,12 @@ def inspect_step(
     _check_model(model)
     _check_inputs(model, X, C)
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    summary = comparison = None
-    for s in range(0, X.shape[0], batch_size):
-        Xb, Cb = X[s : s + batch_size], C[s : s + batch_size]
+
+    def one_chunk(Xb: torch.Tensor, Cb: torch.Tensor) -> tuple[AttentionSummary, StepComparison]:
         maps = layer_maps(model, Xb, Cb)
-        a, c = attention_summary(maps, Xb, Cb), compare_with_lloyd(model, Xb, Cb, new_centers=maps.centers)
-        summary = a if summary is None else summary.cat(a)
-        comparison = c if comparison is None else comparison.cat(c)
-        del maps
-    assert summary is not None and comparison is not None  # (X has at least one task)
-    return summary, comparison
+        return attention_summary(maps, Xb, Cb), compare_with_lloyd(model, Xb, Cb, new_centers=maps.centers)
+
+    return in_chunks(one_chunk, X, C, size=batch_size)
 
 
 def components_covered(C: torch.Tensor, means: torch.Tensor) -> torch.Tensor:

@@ -53,6 +53,7 @@ from .attention import (  # noqa: F401 (SCORES, register_score, ScoreFunction: t
     get_attention_map,
     register_score,
 )
+from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
 from .kernels import Kernel
 from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
@@ -65,17 +66,6 @@ BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 
 SELF_ATTENTION_BLOCKS: tuple[str, ...] = ("SAX", "SAC")
 """The blocks whose keys are their own queries' sequence."""
-
-TOKENS: dict[str, str] = {
-    "onehot": "points [x; y] and centres [c; e], width d + k (Theorem 2.1)",
-    "data": "the points and centres themselves, width d (the paper's d-only ablation)",
-    "norm_augmented": "points [x; y; |x|^2; 1] and centres [c; e; |c|^2; 1], width d + k + 2 (Theorem 2.2)",
-    "codes": "points [x; 0] and centres [c; r] with random codes r of a fixed width drawn per task (any k)",
-}
-"""The token layouts a layer can read (see :mod:`kmtlib.embedding`)."""
-
-OLD_TOKEN_NAMES: dict[str, str] = {"none": "data", "normaugmented": "norm_augmented"}
-"""Names of the token layouts in model files made before version 0.2 (still read)."""
 
 RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
 """Attention maps that draw random numbers: the block passes them its ``generator``."""
@@ -138,7 +128,8 @@ class LayerConfig:
 
     Attributes:
         d, k: data dimension and number of centres.
-        tokens: the token layout, a key of :data:`TOKENS`.
+        embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`
+            (``tokens``, its name before, is a read-only property).
         CAX, SAX, CAC, SAC: the four blocks.
         ffn: Theorem 2.2's feed-forward block on the centres, ``h -> W2 max(W1 h, 0)^2``.
         normalise_data: scale the data coordinates of every token to unit norm at the layer's
@@ -153,9 +144,9 @@ class LayerConfig:
         any_k: the query, key and value maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s,
             which commute with every renumbering of the clusters and read tokens of any number of
             clusters: the model then runs on centres of any k (``k`` is the number it was built
-            around, which sets the token width of its temperature ``1/sqrt(D)``); ``tokens`` must
-            be ``"onehot"``.
-        code_width: the width m of the random cluster codes of ``tokens="codes"`` (0 otherwise):
+            around, which sets the token width of its temperature ``1/sqrt(D)``); ``embedding``
+            must be ``"onehot"``.
+        code_width: the width m of the random cluster codes of ``embedding="codes"`` (0 otherwise):
             tokens of width d + m whatever k, so the layer runs on centres of any k.
         cluster_broadcast: how those maps spread one number over the k cluster coordinates
             (:data:`~kmtlib.equivariant.BROADCASTS`: ``"ones"``, ``"mean"``, ``"unit"``); only
@@ -164,7 +155,7 @@ class LayerConfig:
 
     d: int
     k: int
-    tokens: str
+    embedding: str
     CAX: BlockConfig
     SAX: BlockConfig
     CAC: BlockConfig
@@ -184,12 +175,17 @@ class LayerConfig:
     def width(self) -> int:
         """Token width D."""
         widths = {"onehot": self.d + self.k, "data": self.d, "norm_augmented": self.d + self.k + 2}
-        return self.d + self.code_width if self.tokens == "codes" else widths[self.tokens]
+        return self.d + self.code_width if self.embedding == "codes" else widths[self.embedding]
+
+    @property
+    def tokens(self) -> str:
+        """The old name of :attr:`embedding` (read-only)."""
+        return self.embedding
 
     @property
     def reads_any_k(self) -> bool:
         """Whether the layer runs on centres of any k (equivariant maps, or cluster codes of a fixed width)."""
-        return self.any_k or self.tokens == "codes"
+        return self.any_k or self.embedding == "codes"
 
     @property
     def blocks(self) -> dict[str, BlockConfig]:
@@ -198,15 +194,15 @@ class LayerConfig:
     def validated(self) -> LayerConfig:
         check_int("d", self.d, minimum=1)
         check_int("k", self.k, minimum=1)
-        check_choice("tokens", self.tokens, tuple(TOKENS))
+        check_choice("embedding", self.embedding, tuple(EMBEDDINGS))
         check_int("seed", self.seed, minimum=0)
-        if self.any_k and self.tokens != "onehot":
-            raise ValueError(f"a layer for any number of clusters reads one-hot tokens, not {self.tokens!r}")
+        if self.any_k and self.embedding != "onehot":
+            raise ValueError(f"a layer for any number of clusters reads one-hot tokens, not {self.embedding!r}")
         check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
         check_int("code_width", self.code_width, minimum=0)
-        if (self.tokens == "codes") != (self.code_width > 0):
-            raise ValueError(f"tokens={self.tokens!r} with code_width={self.code_width}: codes need a width >= 1, "
-                             "other token layouts none")  # fmt: skip
+        if (self.embedding == "codes") != (self.code_width > 0):
+            raise ValueError(f"embedding={self.embedding!r} with code_width={self.code_width}: codes need a width "
+                             ">= 1, other embeddings none")  # fmt: skip
         if self.cluster_broadcast != "ones" and not self.any_k:
             raise ValueError("cluster_broadcast applies to a layer for any number of clusters (any_k=True) only")
         for name, block in self.blocks.items():
@@ -228,14 +224,14 @@ class LayerConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LayerConfig:
-        """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them."""
+        """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them.
+        (A model file's older names are mapped by :mod:`kmtlib.model_file`.)"""
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
         unknown, missing = sorted(set(data) - fields), sorted(required - set(data))
         if unknown or missing:
             raise ValueError(f"not a layer configuration (unknown fields {unknown}, missing fields {missing})")
         values = dict(data)
-        values["tokens"] = OLD_TOKEN_NAMES.get(values["tokens"], values["tokens"])
         for name in BLOCK_NAMES:
             block = values[name]
             if not isinstance(block, Mapping):
@@ -576,7 +572,7 @@ class KMeansLayer(nn.Module):
 
     def extra_repr(self) -> str:
         c = self.config
-        extras = [f"tokens={c.tokens}", f"width={c.width}"]
+        extras = [f"embedding={c.embedding}", f"width={c.width}"]
         extras += [name for name in ("ffn", "normalise_data", "bias", "trainable") if getattr(c, name)]
         return ", ".join(extras)
 

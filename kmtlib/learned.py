@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
+from .embedding import embedding_name
 from .equivariant import EquivariantMap
 from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, where the trainable layer's readers look)
     euclidean_attention,
@@ -47,12 +48,15 @@ from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, wher
     explicit_euclidean_weights,
     sample_dropped,
 )
-from .layer import BLOCK_NAMES, OLD_TOKEN_NAMES, BlockConfig, KMeansLayer, LayerConfig
+from .layer import BLOCK_NAMES, BlockConfig, KMeansLayer, LayerConfig
 
-EMBEDDINGS: tuple[str, ...] = ("onehot", "data", "codes")
-"""Token layouts of the trainable layer: ``"onehot"`` (width d + k, the paper's main model),
-``"data"`` (width d, the d-only ablation; ``"none"``, its name before version 0.2, is read too) and
-``"codes"`` (width d + m, random cluster codes drawn per task: a layer for any k, chapter 12)."""
+TRAINABLE_EMBEDDINGS: tuple[str, ...] = ("onehot", "data", "codes")
+"""The embeddings (of :data:`kmtlib.embedding.EMBEDDINGS`) the trainable layer takes: ``"onehot"``
+(width d + k, the paper's main model), ``"data"`` (width d, the d-only ablation; ``"none"``, its
+name before version 0.2, is read too) and ``"codes"`` (width d + m, random cluster codes drawn per
+task: a layer for any k, chapter 12)."""
+
+EMBEDDINGS = TRAINABLE_EMBEDDINGS  # (the name kmtlib.train imports)
 
 
 def trainable_config(
@@ -75,8 +79,8 @@ def trainable_config(
         raise TypeError(f"any_k must be True or False, got {any_k!r}")
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=1)
-    embedding = OLD_TOKEN_NAMES.get(embedding, embedding) if isinstance(embedding, str) else embedding
-    check_choice("embedding", embedding, EMBEDDINGS)
+    embedding = embedding_name(embedding)
+    check_choice("embedding", embedding, TRAINABLE_EMBEDDINGS)
     gamma = check_positive_float("gamma", gamma)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
@@ -92,7 +96,7 @@ def trainable_config(
     return LayerConfig(
         d=d,
         k=k,
-        tokens=embedding,
+        embedding=embedding,
         CAX=block,
         SAX=block,
         CAC=block,

@@ -11,6 +11,7 @@ from .objective import (
     assignment_cost_rows,
     center_rows,
     coordinate_major,
+    nearest_center,
     nearest_center_coordinate_major,
     range_exponents,
 )
@@ -97,6 +98,43 @@ def fill_empty(
     return torch.where(empty, replacement, means)
 
 
+def lloyd_step(
+    X: torch.Tensor,
+    C: torch.Tensor,
+    empty: str = "mean",
+    generator: torch.Generator | int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of Lloyd's algorithm from centres ``C`` (B, k, d): (new centres (B, k, d), the
+    assignment to the old centres (B, n), cluster sizes (B, k) as floats).
+
+    Every point goes to its nearest centre (:func:`~kmtlib.objective.nearest_center`, ties: lowest
+    index), every centre to the mean of its points (:func:`cluster_means`), an empty cluster's by
+    the rule ``empty`` (:data:`EMPTY_RULES`). :func:`lloyd` makes this step ``steps`` times (with
+    the assignment laid out for a loop); the estimator's read-out ``readout="means"`` and the
+    layer inspection make it once, with ``empty="keep"``.
+    """
+    check_choice("empty-cluster rule", empty, EMPTY_RULES)
+    g = check_generator(generator, X.device)
+    labels = nearest_center(X, C)
+    new, counts = _move_centers(X, labels, None, C, empty, g)
+    return new, labels, counts
+
+
+def _move_centers(
+    X: torch.Tensor,
+    labels: torch.Tensor,
+    rows: torch.Tensor | None,
+    C: torch.Tensor,
+    empty: str,
+    g: torch.Generator | None,
+    overall_mean: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The update half of a Lloyd step: every centre of ``C`` to the mean of the points ``labels``
+    gives it, an empty cluster's by the rule ``empty``; (new centres (B, k, d), counts (B, k))."""
+    means, counts = _cluster_means(X, labels, rows, C.shape[1])
+    return fill_empty(means, counts == 0, X, C, empty, g, overall_mean), counts
+
+
 def lloyd(
     X: torch.Tensor,
     C0: torch.Tensor,
@@ -162,10 +200,8 @@ def _lloyd(
     for _ in range(steps):
         rows = center_rows(labels, k)
         objective.append(assignment_cost_rows(X, C, rows, scratch))
-        means, counts = _cluster_means(X, labels, rows, k)
-        is_empty = counts == 0
-        n_empty.append(is_empty.sum(dim=1))
-        C = fill_empty(means, is_empty, X, C, empty, g, overall_mean)
+        C, counts = _move_centers(X, labels, rows, C, empty, g, overall_mean)
+        n_empty.append((counts == 0).sum(dim=1))
         centers.append(C)
         labels = nearest_center_coordinate_major(XT, C, scratch)
     objective.append(assignment_cost_rows(X, C, center_rows(labels, k), scratch))

@@ -24,13 +24,15 @@ from typing import Any
 
 import torch
 
+from .embedding import embedding_name
 from .layer import LayerConfig
 from .transformer import MODEL_FORMAT, KMeansTransformer
 from .variants import import_all
 
-OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1",)
+OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2")
 """Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights
-under the old layer classes' names; both are still read (:func:`_old_state_keys`)."""
+under the old layer classes' names; both are still read (:func:`_old_state_keys`). Format 2 is
+format 3 under the old names of the embedding (read through :func:`_current_names`)."""
 CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
 
 # The builders a format-1 configuration may name (a file must not make us call any other method).
@@ -191,7 +193,7 @@ def build_model(
         state = _old_state_keys(state, model)
     else:
         try:
-            layer_config = LayerConfig.from_dict(config)
+            layer_config = LayerConfig.from_dict(_current_names(config))
         except (TypeError, ValueError) as exc:
             raise ModelFileError(
                 f"{path}: not a {what} (its configuration does not describe a layer: {_short(exc)})"
@@ -207,6 +209,18 @@ def build_model(
             f"configuration describes: {_state_mismatch(model, state)})"
         ) from exc
     return model
+
+
+def _current_names(config: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 or format-3 layer configuration under today's names: the field ``tokens`` (its name before)
+    is ``embedding``, and an embedding's old name (``"none"``, ``"normaugmented"``) its current one
+    (:data:`kmtlib.embedding.OLD_EMBEDDING_NAMES`)."""
+    config = dict(config)
+    if "tokens" in config and "embedding" not in config:
+        config["embedding"] = config.pop("tokens")
+    if "embedding" in config:
+        config["embedding"] = embedding_name(config["embedding"])
+    return config
 
 
 def _build_format_1(config: dict[str, Any], path: Path, what: str):

@@ -36,9 +36,11 @@ LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
 LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
 """The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
 
-MODEL_FORMAT = "kmtlib.KMeansTransformer/2"
-"""Format 2 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
-:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before it)."""
+MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
+"""Format 3 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
+:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before
+it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
+embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
 
 
 class KMeansTransformer(nn.Module):
@@ -50,7 +52,7 @@ class KMeansTransformer(nn.Module):
 
     Attributes:
         config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
-        embedding: an :class:`~kmtlib.embedding.Embedding` for ``config.tokens``.
+        embedding: the :class:`~kmtlib.embedding.Embedding` ``config.embedding``.
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
         fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
             formulas as written (the same numbers up to rounding).
@@ -64,7 +66,7 @@ class KMeansTransformer(nn.Module):
             raise TypeError(f"a KMeansTransformer is built from a LayerConfig, got {type(config).__name__}")
         import_all()  # (a block may use a score or map that a variant registers)
         self.config = config.validated()
-        self.embedding = make_embedding(config.tokens, config.d, config.k, config.code_width, config.seed)
+        self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
         self.limit_runner = limit_model.LimitRunner()
 
@@ -197,7 +199,7 @@ class KMeansTransformer(nn.Module):
         ``fast``): fixed weights, no autograd, the tokens going from layer to layer, linear maps
         without bias, blocks of Euclidean or dot scores with soft-max, hard or linear maps."""
         c = self.config
-        if c.reembed or c.normalise_data or c.bias or c.any_k or c.tokens == "data":
+        if c.reembed or c.normalise_data or c.bias or c.any_k or c.embedding == "data":
             return False
         if torch.is_grad_enabled() and (
             X.requires_grad or C0.requires_grad or any(p.requires_grad for p in self.parameters())
@@ -219,7 +221,7 @@ class KMeansTransformer(nn.Module):
         runner = self.limit_runner
         runner.compile(self.layer.limit_blocks(), self.layer.ffn)
         _, center_tokens = self.embedding.embed(X[:, :1], C0)
-        point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.tokens == "norm_augmented")
+        point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.embedding == "norm_augmented")
         trajectory = [C0]
         objectives: list[torch.Tensor] = []
         hard = self.layer.writes_hard_assignment()
@@ -268,7 +270,7 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
     :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
     the layer a permutation-equivariant training would have to find near the trained one."""
     config = model.config
-    if config.any_k or config.tokens != "onehot":
+    if config.any_k or config.embedding != "onehot":
         raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
     out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
     dtype = next(model.parameters()).dtype

@@ -22,7 +22,7 @@ def main() -> None:
     p.add_argument("--d", type=int, default=32)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--embedding", default="onehot", choices=("onehot", "none"))
+    p.add_argument("--embedding", default="onehot", choices=("onehot", "data", "none"))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--tune-malloc", action="store_true", help="apply kmtlib.train.tune_malloc() first (process-wide)")

@@ -159,7 +159,7 @@ def test_reference_model_matches_kmtlib_layer():
     from benchmarks.reference_model import ReferenceLayer, reference_loss, reference_tasks
     from kmtlib.losses import smoothed_objective
 
-    for embedding in ("onehot", "none"):
+    for embedding in ("onehot", "data", "none"):  # ("none": the old name of "data")
         model = kmtlib.KMeansTransformer.trainable(3, 4, embedding=embedding, generator=5, dtype=torch.float64).eval()
         ref = ReferenceLayer(3, 4, embedding=embedding).double().load_kmtlib(model).eval()
         X = kmtlib.sample_tasks(6, 30, 3, 4, generator=1, dtype=torch.float64)

@@ -358,7 +358,7 @@ def test_config_is_plain_and_save_load_round_trip(tmp_path):
     )
     assert isinstance(model.config, LayerConfig)
     assert model.config == theorem_config(**kwargs)
-    assert model.config.tokens == "norm_augmented" and model.config.ffn and not model.config.trainable
+    assert model.config.embedding == "norm_augmented" and model.config.ffn and not model.config.trainable
     assert model.config.SAX.identity and model.config.CAX.gamma == 50.0 and model.config.CAC.map == "linear"
     assert model.config.origin.startswith("from_theorem(d=2, k=3")
     plain = model.config.to_dict()
@@ -487,7 +487,7 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
     if dense:
         model.fast = False
     rows, C = model.embedding.embed(X, C0)
-    cols = limit_model.point_tokens(X, model.width, model.k, model.config.tokens == "norm_augmented")
+    cols = limit_model.point_tokens(X, model.width, model.k, model.config.embedding == "norm_augmented")
     assert torch.equal(rows, cols) and is_coordinate_major(cols) and not is_coordinate_major(rows)
     blocks = model.layer.limit_blocks()
     in_place, copying = LimitRunner(blocks, model.layer.ffn), LimitRunner(blocks, model.layer.ffn)

@@ -488,11 +488,11 @@ def _old_payload(path: Path, **kwargs) -> dict:
     (``layer.cax.query.weight``); ``kwargs`` change or add builder options."""
     payload = _model_payload(path)
     config = payload["config"]
-    assert config["trainable"] and config["tokens"] in ("onehot", "data")  # (the runs train this)
+    assert config["trainable"] and config["embedding"] in ("onehot", "data")  # (the runs train this)
     options = {
         "d": config["d"],
         "k": config["k"],
-        "embedding": "none" if config["tokens"] == "data" else "onehot",
+        "embedding": "none" if config["embedding"] == "data" else "onehot",
         "gamma": config["CAX"]["gamma"],
         "dropout": config["CAX"]["dropout"],
         "impl": "fast",
@@ -571,9 +571,10 @@ MODEL_DAMAGE = {
     "a config with unknown keys": (lambda p: torch.save(_new_config(p, wings=2), p), "unknown fields ['wings']"),
     "a config without a field": (
         lambda p: torch.save(
-            dict(_model_payload(p), config={k: v for k, v in _model_payload(p)["config"].items() if k != "tokens"}), p
+            dict(_model_payload(p), config={k: v for k, v in _model_payload(p)["config"].items() if k != "embedding"}),
+            p,
         ),
-        "missing fields ['tokens']",
+        "missing fields ['embedding']",
     ),
     "a block with unknown fields": (
         lambda p: torch.save(_new_config(p, block={"wings": 2}), p),
@@ -591,8 +592,8 @@ MODEL_DAMAGE = {
         lambda p: torch.save(dict(_model_payload(p), config=dict(_model_payload(p)["config"], CAX=3)), p),
         "block CAX is not a mapping",
     ),
-    "a config of unknown tokens": (
-        lambda p: torch.save(_new_config(p, tokens="binary"), p),
+    "a config of an unknown embedding": (
+        lambda p: torch.save(_new_config(p, embedding="binary"), p),
         "does not describe a layer",
     ),
     "a config of wrong shapes": (lambda p: torch.save(_new_config(p, d=5), p), "wrong shape"),
@@ -688,7 +689,7 @@ def test_saved_models_still_load_exactly(tmp_path):
         KMeansTransformer.from_theorem(2, 3),
         KMeansTransformer.from_theorem(2, 3, attention="dot"),
         KMeansTransformer.from_variant("soft", 2, 3),
-        KMeansTransformer.trainable(3, 2, embedding="none").double(),
+        KMeansTransformer.trainable(3, 2, embedding="data").double(),
     ):
         path = model.save(tmp_path / "m.pt")
         again = load_model(path)

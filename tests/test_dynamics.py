@@ -115,7 +115,8 @@ def test_run_table_scans_manifests_and_skips_unfinished(tmp_path):
     _fake_run(tmp_path, seed=3, manifest=False)  # still training
     runs = run_table(tmp_path)
     assert len(runs) == 3
-    assert list(runs.embedding) == ["none", "onehot", "onehot"] and list(runs.seed) == [1, 1, 2]
+    # (the run made as "none", the old name of the width-d embedding, under its current name)
+    assert list(runs.embedding) == ["data", "onehot", "onehot"] and list(runs.seed) == [1, 1, 2]
     assert set(runs.columns) >= {"run", "folder", "d", "k", "n", "loss_inv_temp", "steps", "status"}
     assert most_common_steps(runs) == 200
 

@@ -23,7 +23,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
-from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, cluster_means, pretrained_model
+from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, means_readout, pretrained_model
 
 
 # ----------------------------------------------------------------------------- sklearn's own checks
@@ -196,10 +196,10 @@ def test_readout_means_is_one_hard_step_from_the_layer_centres():
     X = _datasets()["blobs_d2"][0]
     layer = TransformerKMeans(4, random_state=1, readout="layer").fit(X)
     means = TransformerKMeans(4, random_state=1).fit(X)
-    np.testing.assert_allclose(means.cluster_centers_, cluster_means(X, layer.cluster_centers_), rtol=0, atol=0)
+    np.testing.assert_allclose(means.cluster_centers_, means_readout(X, layer.cluster_centers_), rtol=0, atol=0)
     assert means.inertia_ <= layer.inertia_
     lonely = np.array([[0.0, 0.0], [1e6, 1e6]])
-    np.testing.assert_array_equal(cluster_means(np.zeros((3, 2)) + 1.0, lonely), [[1.0, 1.0], [1e6, 1e6]])
+    np.testing.assert_array_equal(means_readout(np.zeros((3, 2)) + 1.0, lonely), [[1.0, 1.0], [1e6, 1e6]])
     a = TransformerKMeans(4, model="theorem", random_state=1).fit(X)
     b = TransformerKMeans(4, model="theorem", random_state=1, readout="layer").fit(X)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)

@@ -62,7 +62,7 @@ def test_theorem_block_weights_are_the_selectors():
     assert qk_structure(got["SAC"].QtK, D_)["id_diag"] == 1.0
 
 
-@pytest.mark.parametrize("embedding,width", [("onehot", D_ + K_), ("none", D_)])
+@pytest.mark.parametrize("embedding,width", [("onehot", D_ + K_), ("data", D_)])
 def test_trainable_block_weights_read_the_linear_maps(embedding, width):
     model = kmtlib.KMeansTransformer.trainable(D_, K_, embedding=embedding, generator=3)
     got = block_weights(model)
@@ -80,7 +80,7 @@ def test_limit_model_maps_and_measures_give_lloyd():
     X, C = _tasks()
     model = _limit_model()
     maps = layer_maps(model, X, C)
-    new, labels, counts = lloyd_step(X, C)
+    new, labels, counts = lloyd_step(X, C, empty="keep")
     assert (counts > 0).all()
     # CAX's hard scores and nearest_center's come from products in two layouts: the same
     # maximiser wherever no point is within rounding of a tie (margin far above 1e-16 here)
@@ -130,7 +130,7 @@ def test_paper_theorem_model_temperature_and_closeness_to_the_limit():
     assert torch.allclose(soft.CAX.sum(-1), torch.ones(X.shape[:2], dtype=torch.float64))
 
 
-@pytest.mark.parametrize("embedding", ["onehot", "none"])
+@pytest.mark.parametrize("embedding", ["onehot", "data"])
 def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
     X, C = _tasks(B=3, n=30, dtype=torch.float32, seed=4)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, embedding=embedding, generator=5)
@@ -145,7 +145,7 @@ def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
     assert maps.CAC.shape == (3, K_, 30) and maps.SAC.shape == (3, K_, K_)
     for W in maps.maps().values():
         assert torch.allclose(W.sum(-1), torch.ones(W.shape[:2]), atol=1e-5)
-    assert (maps.scratch is None) == (embedding == "none")
+    assert (maps.scratch is None) == (embedding == "data")
     s = attention_summary(maps, X, C)
     assert ((s.cax_effective >= 1 - 1e-5) & (s.cax_effective <= K_ + 1e-4)).all()
     assert s.counts.sum(-1).eq(30).all()
@@ -187,7 +187,7 @@ def test_empty_cluster_measures():
     assert cmp.n_empty.tolist() == [1] and cmp.counts.tolist() == [[2.0, 1.0, 0.0]]
     assert math.isnan(cmp.dist_to_mean[0, 2]) and math.isnan(cmp.step_ratio[0, 2])
     assert not cmp.nearest_own_mean[0, 2] and cmp.nearest_own_mean[0, :2].all()
-    new, _, _ = lloyd_step(X, C)
+    new, _, _ = lloyd_step(X, C, empty="keep")
     assert torch.equal(new[0, 2], C[0, 2])  # Lloyd here: an empty cluster keeps its centre
 
 

@@ -138,7 +138,7 @@ def test_model_structure_and_parameter_count(embedding, width):
     assert all(p.requires_grad for p in m.parameters())
     assert list(m.layer.blocks) == list(BLOCK_NAMES) == ["CAX", "SAX", "CAC", "SAC"]
     assert m.config == trainable_config(32, 10, embedding, 1.0, 0.01)
-    assert m.config.tokens == ("data" if embedding == "none" else embedding)
+    assert m.config.embedding == ("data" if embedding == "none" else embedding)
     assert m.config.trainable and m.config.reembed and m.config.bias
     for block in m.layer.blocks.values():
         assert (block.config.score, block.config.map, block.config.gamma, block.config.dropout) == (
@@ -192,7 +192,7 @@ def test_fast_model_equals_explicit_model_in_eval_mode():
 
 def test_reembedding_forward_equals_repeated_steps():
     X, C0 = _tasks()
-    for embedding in ("onehot", "none"):
+    for embedding in ("onehot", "data"):
         m = _model(embedding=embedding).eval()
         with torch.no_grad():
             res = m(X, C0, steps=3)
@@ -228,7 +228,7 @@ def test_dropout_only_in_train_mode_and_seeded():
 
 def test_save_load_round_trip(tmp_path):
     X, C0 = _tasks()
-    m = _model(embedding="none", seed=4, gamma=2.5, dropout=0.05).eval()
+    m = _model(embedding="data", seed=4, gamma=2.5, dropout=0.05).eval()
     path = m.save(tmp_path / "m.pt")
     m2 = load_model(path).eval()
     assert m2.config == m.config and m2.layer.SAX.config.gamma == 2.5 and m2.layer.SAX.config.dropout == 0.05

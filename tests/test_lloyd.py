@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 import kmtlib
 from kmtlib import EMPTY_RULES, init_centers, kmeans_objective, lloyd, sample_tasks
+from kmtlib.lloyd import lloyd_step
 
 F64 = torch.float64
 MARGIN = 1e-9  # minimum assignment margin (squared-distance units) for exact-match comparisons
@@ -227,6 +228,20 @@ def test_n_empty_counts_every_empty_cluster(empty):
     C0 = torch.cat([_C0, torch.tensor([[-50.0, 80.0]], dtype=F64)]).unsqueeze(0)  # two far centres
     res = lloyd(X, C0, 1, empty=empty, generator=0)
     assert res.n_empty.tolist() == [[2]]
+
+
+@pytest.mark.parametrize("empty", EMPTY_RULES)
+def test_one_lloyd_step_is_the_first_step_of_lloyd(empty):
+    """lloyd_step (the read-out and the layer inspection use it) is lloyd's own step, bitwise:
+    centres, the assignment to the old centres, and the cluster sizes."""
+    X, C0 = _crafted()
+    C0 = torch.cat([C0, torch.tensor([[[-50.0, 80.0]]], dtype=F64)], dim=1)  # one more empty cluster
+    run = lloyd(X, C0, 1, empty=empty, generator=3)
+    new, labels, counts = lloyd_step(X, C0, empty=empty, generator=3)
+    assert torch.equal(new, run.centers[:, 1])
+    assert torch.equal(labels, kmtlib.nearest_center(X, C0))
+    assert torch.equal(counts == 0, torch.ones_like(counts, dtype=torch.bool).scatter(1, labels, False))
+    assert torch.equal((counts == 0).sum(1), run.n_empty[:, 0])
 
 
 @pytest.mark.parametrize("empty", ["mean", "keep"])

@@ -61,7 +61,7 @@ def test_each_shipped_model_file_of_format_1_loads(path, tmp_path):
     assert model.config == kmtlib.learned.trainable_config(
         kwargs["d"], kwargs["k"], kwargs["embedding"], kwargs["gamma"], kwargs["dropout"]
     )
-    assert model.config.tokens == ("data" if embedding == "none" else "onehot")
+    assert model.config.embedding == ("data" if embedding == "none" else "onehot")
     # the weights under their new names: layer.cax.query.weight is layer.CAX.query.weight
     state = model.state_dict()
     assert len(state) == len(payload["state_dict"])
@@ -116,6 +116,34 @@ def test_a_model_saved_in_format_2_round_trips_bitwise(name, tmp_path):
     assert again["config"] == payload["config"] and again["format"] == payload["format"]
     assert list(again["state_dict"]) == list(payload["state_dict"])
     assert all(torch.equal(again["state_dict"][k], v) for k, v in payload["state_dict"].items())
+
+
+OLD_EMBEDDING_FILES = {  # the model, and the embedding name its file held before version 0.2
+    "theorem 2.1": "onehot",
+    "theorem 2.2": "normaugmented",
+    "trainable, d-only, float32": "none",
+}
+
+
+@pytest.mark.parametrize("name", list(OLD_EMBEDDING_FILES))
+def test_a_format_2_file_of_old_names_loads_to_the_same_numbers(name, tmp_path):
+    """A file whose layer configuration has the field ``tokens`` (the name of ``embedding`` before)
+    holding an old embedding name ("none": the width-d "data" embedding) loads to the model that
+    is saved today: the same configuration, weights and outputs, bitwise."""
+    model = MODELS[name]()
+    payload = torch.load(model.save(tmp_path / "new.pt"), weights_only=True)
+    config = {("tokens" if key == "embedding" else key): value for key, value in payload["config"].items()}
+    config["tokens"] = OLD_EMBEDDING_FILES[name]
+    torch.save(dict(payload, config=config), tmp_path / "old.pt")
+    loaded = load_model(tmp_path / "old.pt")
+    assert loaded.config.embedding == model.config.embedding
+    _assert_same_model(model, loaded)
+
+
+def test_the_shipped_layer_for_any_k_is_a_file_of_old_names():
+    payload = torch.load(ROOT / "kmtlib" / "pretrained" / "any_k_broad.pt", weights_only=True)
+    assert payload["config"]["tokens"] == "codes" and "embedding" not in payload["config"]
+    assert load_model(ROOT / "kmtlib" / "pretrained" / "any_k_broad.pt").config.embedding == "codes"
 
 
 def test_a_model_of_a_layer_config_of_ones_own_round_trips(tmp_path):

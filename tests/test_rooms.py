@@ -45,6 +45,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.reference.spherical": "maths",
     "kmtlib.reference.trimmed": "maths",
     "kmtlib.theorems": "maths",  # (the theorems' weight matrices: plain tensors)
+    "kmtlib.chunks": "maths",  # (work on a batch a slice at a time: imports only torch)
     # kernels: leaves (tensors in, tensors out), beside the formulas they replace
     "kmtlib.kernels": "kernels",
     "kmtlib.kernels.euclidean_softmax": "kernels",

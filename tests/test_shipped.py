@@ -32,6 +32,8 @@ def test_finds_complete_runs_in_paper_seed_order(tmp_path):
     runs = shipped_runs("onehot", tmp_path)
     assert [r.seed for r in runs] == [PAPER_SEEDS[0], PAPER_SEEDS[2], 7]
     assert [r.seed for r in shipped_runs("none", tmp_path)] == [PAPER_SEEDS[1]]
+    # a run made as "none" (the old name) is the "data" embedding, asked for by either name
+    assert [(r.embedding, r.seed) for r in shipped_runs("data", tmp_path)] == [("data", PAPER_SEEDS[1])]
     assert len(shipped_runs(None, tmp_path)) == 4
     assert [r.seed for r in require_runs("onehot", tmp_path, max_runs=2)] == [PAPER_SEEDS[0], PAPER_SEEDS[2]]
 

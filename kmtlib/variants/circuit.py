@@ -74,7 +74,7 @@ def circuit_config(
     return LayerConfig(
         d=d,
         k=k,
-        tokens="onehot",
+        embedding="onehot",
         CAX=CAX or BlockConfig(score="euclidean", map="softmax", gamma=math.inf),
         SAX=HARD_RESET,
         CAC=CAC or LINEAR_CENTER_UPDATE,
