@@ -605,6 +605,8 @@ MODEL_DAMAGE = {
         ),
         "hold NaN or infinite values",
     ),
+    "a +inf weight": (lambda p: torch.save(_one_weight(p, float("inf")), p), "hold NaN or infinite values"),
+    "a -inf weight": (lambda p: torch.save(_one_weight(p, float("-inf")), p), "hold NaN or infinite values"),
     "a pickle a weights-only load refuses": (
         lambda p: torch.save({"obj": _Foreign()}, p),
         "a weights-only load refuses",
@@ -615,6 +617,16 @@ MODEL_DAMAGE = {
     ),
     "a training checkpoint": (lambda p: None, "it is a training checkpoint"),
 }
+
+
+def _one_weight(path: Path, value: float) -> dict:
+    """The model file's payload with one weight (the first entry of its first tensor) set to
+    ``value``, every other weight finite as saved."""
+    payload = _model_payload(path)
+    state = {k: v.clone() for k, v in payload["state_dict"].items()}
+    first = next(iter(state))
+    state[first].view(-1)[0] = value
+    return dict(payload, state_dict=state)
 
 
 def _flip_a_weight_bit(path: Path) -> None:

@@ -103,3 +103,22 @@ def test_command_line_plan(tmp_path, capsys):
     assert "4 run(s) in 2 group(s)" in err and "about" in err
     with pytest.raises(SystemExit, match="--seeds must be integers"):
         main(["--plan", "--seeds", "a,b"])
+
+
+def test_plan_time_left_counts_a_grouped_run_per_run_step(tmp_path):
+    """A run trained in a group of S records its group's seconds per step: the time a run-step
+    takes is that over S, and --plan's hours are the steps left at that rate."""
+    from kmtlib.sweep import seconds_per_step
+
+    timings = tmp_path / "timings"
+    config = {"d": 32, "k": 10, "n": 512, "embedding": "onehot"}
+    for name, per_step, group in (("a", 7.2, {"group": {"runs": 4}}), ("b", 1.8, {})):
+        (timings / name).mkdir(parents=True)
+        record = {"config": config, "wall_s_per_step": per_step, **group}
+        (timings / name / "manifest.json").write_text(json.dumps(record))
+    assert seconds_per_step([timings]) == {(32, 10, 512, "onehot"): 1.8}
+    # two onehot runs of 10 000 steps at 1.8 s per run-step: 10.0 h; the "none" group is unmeasured
+    plan = select(paper_plan(seeds=[1, 2]), ["main"])
+    text = describe(plan, tmp_path / "out", [timings])
+    assert "group d=32 k=10 n=512 onehot: 2 run(s), 20000 step(s) left, about 10.0 h left" in text
+    assert text.endswith("about 10.0 h plus 1 group(s) with no finished run to measure")

@@ -138,6 +138,9 @@ def test_stopped_group_resumes_to_the_uninterrupted_result(tmp_path):
     train_group(configs, straight, quiet=True)
     first = train_group(configs, stopped, quiet=True, stop_at=15)
     assert [s["status"] for s in first] == ["stopped"] * 3
+    # Stopped at step 15, as a single run stopped there says (not one step later).
+    alone = train(configs[0], tmp_path / "alone", quiet=True, stop_at=15)
+    assert alone["step"] == 15 and [s["step"] for s in first] == [15] * 3
     assert all(not (f / "model.pt").exists() for f in stopped)
     train_group(configs, stopped, quiet=True, resume=True)
     for a, b in zip(stopped, straight):
