@@ -136,7 +136,7 @@ def kind(command: str) -> str:
         return "chapter"
     if "kmtlib.train" in command:
         return "train"
-    if "kmtlib.sweep" in command:
+    if "kmtbook.paper_sweep" in command:
         return "sweep"
     if re.search(r"scripts/\w+\.(sh|py)", command):
         return "script"
@@ -287,7 +287,7 @@ def test_rerun_boxes_run(tmp_path):
 
 
 def test_printed_sweep_commands_plan(tmp_path):
-    """`python -m kmtlib.sweep ...` as printed, with --plan (the whole set would train for days) and a
+    """`python -m kmtbook.paper_sweep ...` as printed, with --plan (the whole set would train for days) and a
     temporary --out: every option it prints is one the command takes."""
     printed = [p for p in printed_commands() if kind(p.command) == "sweep"]
     assert printed

@@ -1,5 +1,6 @@
-"""kmtlib.sweep: the plan of the paper's whole set, its groups, and running them serially and
-through submitit's local executor into the layout the chapters read."""
+"""The sweep: the mechanism (kmtlib.training.sweep: groups, jobs, serial and submitit executors,
+--plan's estimate) on the book's plan of the paper's whole set (kmtbook.paper_sweep), run into the
+layout the chapters read."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.sweep import describe, execute, finished, groups, paper_plan, select, steps_done
-from kmtlib.train import PAPER_SEEDS, train
+from kmtbook.paper_sweep import PAPER_SEEDS, paper_plan
+from kmtlib.training import train
+from kmtlib.training.sweep import describe, execute, finished, groups, select, steps_done
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(n=32, batch=4, val_batches=1, eval_every=1)
@@ -95,7 +97,7 @@ def test_local_executor_runs_the_groups_as_subprocesses(tmp_path):
 
 
 def test_command_line_plan(tmp_path, capsys):
-    from kmtlib.sweep import main
+    from kmtbook.paper_sweep import main
 
     timings = str(ROOT / "data" / "weights")
     main(["--plan", "--out", str(tmp_path), "--only", "main", "--seeds", "1,2", "--timings", timings])
@@ -108,7 +110,7 @@ def test_command_line_plan(tmp_path, capsys):
 def test_plan_time_left_counts_a_grouped_run_per_run_step(tmp_path):
     """A run trained in a group of S records its group's seconds per step: the time a run-step
     takes is that over S, and --plan's hours are the steps left at that rate."""
-    from kmtlib.sweep import seconds_per_step
+    from kmtlib.training.sweep import seconds_per_step
 
     timings = tmp_path / "timings"
     config = {"d": 32, "k": 10, "n": 512, "embedding": "onehot"}

@@ -17,15 +17,15 @@ import pytest
 import torch
 from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
-from kmtlib.train import (
+from kmtlib.training import (
     TrainConfig,
     derive_seeds,
     load_checkpoint_model,
-    main,
     make_validation_set,
     read_log,
     train,
 )
+from kmtlib.training.cli import main
 from kmtlib.transformer import load_model
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
@@ -215,7 +215,8 @@ def test_resume_with_other_thread_count_warns(tmp_path):
 
 
 def test_two_processes_cannot_train_into_one_folder(tmp_path):
-    from kmtlib.train import RunInUseError, _run_lock
+    from kmtlib.training import RunInUseError
+    from kmtlib.training.run_folder import _run_lock
 
     out = tmp_path / "run"
     out.mkdir()
