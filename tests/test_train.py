@@ -178,6 +178,11 @@ def test_manifest_and_cli(tmp_path, capsys):
         "best_val_rel_objective",
     ):
         assert key in manifest
+    # Provenance: the fingerprint of every file of the package that trained, and how it was taken.
+    from kmtlib.training.provenance import source_sha256
+
+    assert manifest["kmtlib_source_sha256"] == source_sha256()
+    assert manifest["kmtlib_source_sha256_scheme"] == "every file under kmtlib/, recursive"
     model = load_model(out / "model.pt")
     assert model.config.tokens == "data" and model.config.trainable  # ("none": the old name of the d-only tokens)
     _assert_same_weights(model.state_dict(), _weights(out))
