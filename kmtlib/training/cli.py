@@ -27,6 +27,24 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--out", required=True, help="run folder (log.csv, last.pt, best.pt, model.pt, manifest.json)")
+    _add_task_options(p, d)
+    _add_protocol_options(p, d)
+    _add_run_options(p, d)
+    _add_any_k_options(p, d)
+    p.add_argument(
+        "--tasks", choices=TASK_FAMILIES, default=d.tasks,
+        help="training tasks: the paper's mixtures or the broad family of kmtlib.broad_tasks (default %(default)s)",
+    )
+    p.add_argument(
+        "--init-from", default=d.init_from, dest="init_from",
+        help="start from the weights of this saved model (same layer shape) instead of a random initialisation",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
+    return p
+
+
+def _add_task_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """The tasks and the model: d, k, n, the embedding, the seed or seeds."""
     p.add_argument("--d", type=int, default=d.d, help="data dimension (default %(default)s)")
     p.add_argument("--k", type=int, default=d.k, help="number of clusters (default %(default)s)")
     p.add_argument("--n", type=int, default=d.n, help="points per task (default %(default)s)")
@@ -39,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
         help="train a group of runs, one per seed (comma-separated), together in one batched pass "
         "(kmtlib.training.group): each lands in OUT/seed<S>/ exactly as if trained alone",
     )
+
+
+def _add_protocol_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """The training protocol: steps, batch, optimiser, loss, task family, evaluation, schedule."""
     p.add_argument("--steps", type=int, default=d.steps, help="training steps (default %(default)s)")
     p.add_argument("--batch", type=int, default=d.batch, help="tasks per step (default %(default)s)")
     p.add_argument("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
@@ -61,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--lr-patience", type=int, default=d.lr_patience, help="ReduceLROnPlateau patience (default %(default)s)"
     )
+
+
+def _add_run_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """Where and how the run trains: device, dtype, threads, --resume or --overwrite."""
     p.add_argument("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     p.add_argument("--dtype", choices=tuple(_DTYPES), default=d.dtype, help="weights and data (default %(default)s)")
     p.add_argument(
@@ -76,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
         help="delete the run already in OUT (log, checkpoints, models, manifest) and start again; without "
         "--resume or --overwrite an OUT that holds a run is refused",
     )
+
+
+def _add_any_k_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """A layer for any number of clusters: the ks drawn, how the maps broadcast, codes."""
     p.add_argument(
         "--k-min", type=int, default=d.k_min, dest="k_min",
         help="a layer for any number of clusters: the smallest k a batch may draw (with --k-max)",
@@ -103,16 +133,8 @@ def _parser() -> argparse.ArgumentParser:
         "--code-width", type=int, default=d.code_width, dest="code_width",
         help="--embedding codes: the width of the random cluster codes drawn per task (default %(default)s)",
     )
-    p.add_argument(
-        "--tasks", choices=TASK_FAMILIES, default=d.tasks,
-        help="training tasks: the paper's mixtures or the broad family of kmtlib.broad_tasks (default %(default)s)",
-    )
-    p.add_argument(
-        "--init-from", default=d.init_from, dest="init_from",
-        help="start from the weights of this saved model (same layer shape) instead of a random initialisation",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no per-evaluation lines")
-    return p
+
+
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -107,21 +107,7 @@ class TrainConfig:
         check_int("k_max", self.k_max, minimum=0)
         if not isinstance(self.k_held_out, str):
             raise TypeError(f"k_held_out must be a comma-separated string of integers, got {self.k_held_out!r}")
-        held = _parse_ks(self.k_held_out)
-        if self.mixed_k:
-            if self.embedding not in ("onehot", "codes"):
-                raise ValueError("a layer for any number of clusters needs embedding='onehot' or 'codes'")
-            if not 1 <= self.k_min <= self.k_max <= self.n:
-                raise ValueError(
-                    f"need 1 <= k_min <= k_max <= n, got k_min={self.k_min}, k_max={self.k_max}, n={self.n}"
-                )
-            outside = [k for k in held if not self.k_min <= k <= self.k_max]
-            if outside:
-                raise ValueError(f"k_held_out {outside} lie outside k_min..k_max = {self.k_min}..{self.k_max}")
-            if not self.training_ks():
-                raise ValueError("k_held_out leaves no number of clusters to train at")
-        elif self.k_min or held:
-            raise ValueError("k_min and k_held_out need k_max > 0 (a run for any number of clusters)")
+        self._check_any_k(_parse_ks(self.k_held_out))
         check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
         check_choice("loss_temperature_rule", self.loss_temperature_rule, LOSS_TEMPERATURE_RULES)
         check_int("code_width", self.code_width, minimum=0)
@@ -140,6 +126,23 @@ class TrainConfig:
         if self.cluster_broadcast != "ones" and not self.mixed_k:
             raise ValueError("cluster_broadcast needs k_max > 0 (a run for any number of clusters)")
         return self
+
+    def _check_any_k(self, held: list[int]) -> None:
+        """The options of a run for any number of clusters (k_min, k_max, k_held_out), which a run
+        at one k leaves unset."""
+        if not self.mixed_k:
+            if self.k_min or held:
+                raise ValueError("k_min and k_held_out need k_max > 0 (a run for any number of clusters)")
+            return
+        if self.embedding not in ("onehot", "codes"):
+            raise ValueError("a layer for any number of clusters needs embedding='onehot' or 'codes'")
+        if not 1 <= self.k_min <= self.k_max <= self.n:
+            raise ValueError(f"need 1 <= k_min <= k_max <= n, got k_min={self.k_min}, k_max={self.k_max}, n={self.n}")
+        outside = [k for k in held if not self.k_min <= k <= self.k_max]
+        if outside:
+            raise ValueError(f"k_held_out {outside} lie outside k_min..k_max = {self.k_min}..{self.k_max}")
+        if not self.training_ks():
+            raise ValueError("k_held_out leaves no number of clusters to train at")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:

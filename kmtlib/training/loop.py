@@ -363,7 +363,7 @@ class _Run:
 
     def finish(self, status: str) -> dict[str, Any]:
         """The run's summary; a finished run also writes model.pt and manifest.json."""
-        config, step, final_row = self.config, self.step, self.final_row
+        step, final_row = self.step, self.final_row
         assert final_row is not None
         summary: dict[str, Any] = {
             "status": status,
@@ -379,10 +379,19 @@ class _Run:
         if status != "finished":
             return summary
         model_path = self.model.save(self.out / MODEL_FILE)
+        manifest = self.manifest(summary)
+        _atomic_write_text(self.out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+        summary["model_path"] = str(model_path)
+        return summary
+
+    def manifest(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """What manifest.json records of a finished run: command, configuration, seeds, versions,
+        provenance, device, wall time and the summary's numbers."""
+        config, step = self.config, self.step
         from .. import __version__
 
         device = self.device
-        manifest = {
+        return {
             "command": self.command,
             "config": dataclasses.asdict(config),
             "seed": config.seed,
@@ -413,9 +422,6 @@ class _Run:
                 "log": LOG_FILE,
             },
         }
-        _atomic_write_text(self.out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
-        summary["model_path"] = str(model_path)
-        return summary
 
 
 def tune_malloc(threshold: int = 1 << 30) -> bool:

@@ -129,8 +129,37 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
 
     Raises RunFolderError or ModelFileError (messages naming the file) where it refuses.
     """
-    last, previous, log = out / CHECKPOINT_FILE, out / PREVIOUS_FILE, out / LOG_FILE
     notes: list[str] = []
+    opened = _newest_checkpoint(config, out, device, seeds, notes)
+    if opened is None:
+        return None
+    state, payload, log_text, used = opened
+    step = int(payload["step"])
+    if step > config.steps:
+        raise RunFolderError(
+            f"{used}: the run is at step {step}, past the {config.steps} steps asked for: pass --steps {step} or more "
+            f"to finish or extend it (a run cannot be shortened)"
+        )
+    threads = payload.get("threads")
+    if threads not in (None, torch.get_num_threads()):
+        warnings.warn(
+            f"resuming with {torch.get_num_threads()} threads but the checkpoint was written with "
+            f"{threads}; the result will not be bit-identical to an uninterrupted run",
+            stacklevel=4,
+        )
+    point = _ResumePoint(state, payload, "", notes)
+    point.log_text = _plan_log(point, out / LOG_FILE, used, log_text, step)
+    _plan_best(point, out / BEST_FILE, used)
+    _plan_results(point, out, config)
+    return point
+
+
+def _newest_checkpoint(
+    config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int], notes: list[str]
+) -> tuple[_TrainingState, dict[str, Any], str | None, Path] | None:
+    """The newest usable checkpoint, opened: ``last.pt``, else ``previous.pt`` (said in ``notes``);
+    None where the folder holds no run yet; a RunFolderError where neither can be resumed."""
+    last, previous = out / CHECKPOINT_FILE, out / PREVIOUS_FILE
     try:
         state, payload, log_text = _open_checkpoint(last, config, device, seeds)
         used = last
@@ -158,24 +187,7 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
         notes.append(
             f"{last}: {_problem(exc, last)}; resuming from the earlier checkpoint {previous} (step {payload['step']})"
         )
-    step = int(payload["step"])
-    if step > config.steps:
-        raise RunFolderError(
-            f"{used}: the run is at step {step}, past the {config.steps} steps asked for: pass --steps {step} or more "
-            f"to finish or extend it (a run cannot be shortened)"
-        )
-    threads = payload.get("threads")
-    if threads not in (None, torch.get_num_threads()):
-        warnings.warn(
-            f"resuming with {torch.get_num_threads()} threads but the checkpoint was written with "
-            f"{threads}; the result will not be bit-identical to an uninterrupted run",
-            stacklevel=4,
-        )
-    point = _ResumePoint(state, payload, "", notes)
-    point.log_text = _plan_log(point, log, used, log_text, step)
-    _plan_best(point, out / BEST_FILE, used)
-    _plan_results(point, out, config)
-    return point
+    return state, payload, log_text, used
 
 
 def _fresh_start_loses(out: Path) -> str | None:
