@@ -55,16 +55,16 @@ tasks, validation tasks, dropout masks and the Lloyd reference each have their o
 with ``numpy.random.SeedSequence``), so changing e.g. the number of validation batches does not
 change the training tasks.
 
-The rooms of this package, each importing only rooms listed above it (and the model room of
-kmtlib; nothing outside imports them but the command ``kmtlib.train``)::
+The rooms of this package, each importing only rooms listed above it and the model room of
+kmtlib (no other module of kmtlib imports them but the command's name, ``kmtlib.train``)::
 
     config      TrainConfig, derive_seeds: what determines a run
     tasks       the training batches and the validation tasks of a run, the validation metric
     state       model, optimiser, scheduler and random streams: fresh or from a checkpoint
-    run_folder  the run's files: log, checkpoints, manifest; atomic writes, the folder lock
+    run_folder  the run's files and their names: log, checkpoints; atomic writes, the folder lock
     provenance  the fingerprint of the code that trained a run
     resume      how a folder is continued: every file checked, every repair planned first
-    loop        train(), the _Run that both trainers drive, step_alone, tune_malloc
+    loop        train(), the _Run that both trainers drive (and its manifest), step_alone, tune_malloc
     group       train_group(): runs of one shape trained together, each as if alone
     cli         python -m kmtlib.train (parser, main)
     sweep       a plan of runs cut into jobs, run serially or by submitit, resumable, timed
