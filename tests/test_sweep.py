@@ -64,7 +64,9 @@ def test_serial_sweep_trains_skips_and_resumes(tmp_path, capsys):
     # a longer plan resumes every run; its result is the run trained in one go
     longer = select(paper_plan(seeds=[5], steps=4, **TINY), ["onehot_seed5"])
     assert steps_done(longer[0], tmp_path) == 2 and not finished(longer[0], tmp_path)
-    execute(longer, tmp_path, "serial", threads=1)
+    execute(longer, tmp_path, "serial", threads=1, program="python -m kmtbook.paper_sweep")
+    manifest = json.loads((longer[0].folder(tmp_path) / "manifest.json").read_text())
+    assert manifest["command"] == "python -m kmtbook.paper_sweep (group (32, 10, 32, 'onehot'): main/onehot_seed5)"
     train(longer[0].config, tmp_path / "alone", quiet=True, threads=1)
     a = kmtlib.load_model(longer[0].folder(tmp_path) / "model.pt").state_dict()
     b = kmtlib.load_model(tmp_path / "alone" / "model.pt").state_dict()

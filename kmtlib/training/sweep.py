@@ -157,7 +157,7 @@ def describe(
 
 
 def run_group(
-    group: Sequence[PlannedRun], out: str, threads: int | None = None, program: str = "python -m kmtlib.training.sweep"
+    group: Sequence[PlannedRun], out: str, threads: int | None = None, program: str = "kmtlib.training.sweep"
 ) -> list[str]:
     """Train the runs of a group that are not finished, together (resuming interrupted ones);
     return the folders trained. What a submitit job runs (it must be importable and picklable);
@@ -188,7 +188,7 @@ def _progress(runs: Sequence[PlannedRun], out: Path):
 def execute(
     runs: Sequence[PlannedRun], out: Path, executor: str = "serial", threads: int | None = None,
     slurm: dict[str, Any] | None = None, poll_s: float = 5.0, runs_per_group: int = RUNS_PER_GROUP,
-    program: str = "python -m kmtlib.training.sweep",
+    program: str = "kmtlib.training.sweep",
 ) -> None:  # fmt: skip
     """Run the groups of ``runs`` (at most ``runs_per_group`` runs trained together): in this
     process (``serial``), or as submitit jobs (``local`` subprocesses, ``slurm``: a job array),
