@@ -308,17 +308,20 @@ class _Run:
         return self.final_row
 
     def evaluate_and_checkpoint(self, window_loss: float | None, lr_used: float) -> dict[str, Any]:
+        """Validate, step the schedule, append the log row, save best.pt when it is the best so far and
+        the checkpoint; returns the row."""
         config, model, step = self.config, self.model, self.step
         rel, logobj = _validate(model, self.validation, config.batch)
         if step > 0:
             self.scheduler.step(rel)
+        wall_s = self.wall()
         row = {
             "step": step,
             "train_loss": window_loss,
             "val_rel_objective": rel,
             "val_log_objective": logobj,
             "lr": lr_used,
-            "wall_s": self.wall(),
+            "wall_s": wall_s,
         }
         # The row goes to log.csv first and into the checkpoint with the whole log: a kill
         # between the two leaves a row that the next resume drops and trains again.
@@ -330,6 +333,21 @@ class _Run:
             self.best = {"step": step, "val_rel_objective": rel}
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             model.save(self.best_path)
+        self.save_checkpoint(wall_s)
+        if self.print_rows:
+            loss_text = "" if window_loss is None else f" train_loss={window_loss:.4f}"
+            print(
+                f"[{self.out.name}] step {step}/{config.steps}{loss_text} val_rel_objective={rel:.4f} "
+                f"lr={lr_used:.3g} wall={row['wall_s']:.0f}s",
+                file=sys.stderr, flush=True,
+            )
+        if self.callback is not None:
+            self.callback(row)
+        return row
+
+    def save_checkpoint(self, wall_s: float) -> None:
+        """Write last.pt (the one before it kept as previous.pt): everything a resume continues from."""
+        config, model, step = self.config, self.model, self.step
         atomic_torch_save(
             {
                 "format": CHECKPOINT_FORMAT,
@@ -344,22 +362,12 @@ class _Run:
                 "log_bytes": len(self.log_text.encode()),
                 "best": self.best,
                 "best_model": self.best_state,
-                "wall_s": row["wall_s"],
+                "wall_s": wall_s,
                 "threads": torch.get_num_threads(),
             },
             self.last_path,
             keep_previous=self.previous_path,
         )
-        if self.print_rows:
-            loss_text = "" if window_loss is None else f" train_loss={window_loss:.4f}"
-            print(
-                f"[{self.out.name}] step {step}/{config.steps}{loss_text} val_rel_objective={rel:.4f} "
-                f"lr={lr_used:.3g} wall={row['wall_s']:.0f}s",
-                file=sys.stderr, flush=True,
-            )
-        if self.callback is not None:
-            self.callback(row)
-        return row
 
     def finish(self, status: str) -> dict[str, Any]:
         """The run's summary; a finished run also writes model.pt and manifest.json."""
