@@ -67,16 +67,17 @@ def book(session: nox.Session, device: str) -> None:
 
 @nox.session
 def train(session: nox.Session) -> None:
-    """Train one model: `nox -s train -- --d 32 --k 10 --seed 153476998 --out runs/x` (see kmtlib.train)."""
+    """Train one model: `nox -s train -- --d 32 --k 10 --seed 153476998 --out runs/x` (see kmtlib.training)."""
     env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "test")
     session.run("python", "-m", "kmtlib.train", *session.posargs, env=env)
 
 
 @nox.session
 def sweep(session: nox.Session) -> None:
-    """The paper's whole set of runs: `nox -s sweep -- --plan` (see kmtlib.sweep; --only, --device, --executor)."""
+    """The paper's whole set of runs: `nox -s sweep -- --plan` (see kmtbook.paper_sweep; --only, --device,
+    --executor). Its extra holds what the command imports: kmtlib, kmtbook's light core and submitit."""
     env = _setup(session, os.environ.get("KMT_DEVICE", "cpu"), "sweep")
-    session.run("python", "-m", "kmtlib.sweep", *session.posargs, env=env)
+    session.run("python", "-m", "kmtbook.paper_sweep", *session.posargs, env=env)
 
 
 @nox.session

@@ -14,7 +14,7 @@ pins the thread counts, runs the selected benchmarks, prints the tables and writ
   a child process: peak memory, time per 50-step window with evaluation, and the extrapolated
   time of a full 10 000-step run.
 * ``group``: :mod:`benchmarks.group_bench`, S training runs of one shape as one stacked pass
-  (:mod:`kmtlib.train_group`) against the same runs one after another, at d = 32 and d = 4:
+  (:mod:`kmtlib.training.group`) against the same runs one after another, at d = 32 and d = 4:
   runs x steps per second.
 """
 

@@ -1,10 +1,10 @@
 """Training a group of runs as one stacked pass against training them one after another.
 
 Both sides make the same training steps of S runs of one shape (the runs' own weights, Adam
-states, data and dropout streams, as :mod:`kmtlib.train` and :mod:`kmtlib.train_group` make
-them): ``alone`` is one :func:`kmtlib.train.step_alone` per run, one run after another (what
+states, data and dropout streams, as :mod:`kmtlib.training` and :mod:`kmtlib.training.group` make
+them): ``alone`` is one :func:`kmtlib.training.step_alone` per run, one run after another (what
 the sweep did before the group trainer); ``together`` is one
-:func:`kmtlib.train_group.step_together` for all S (:class:`kmtlib.run_stack.RunStack`). Each
+:func:`kmtlib.training.step_together` for all S (:class:`kmtlib.run_stack.RunStack`). Each
 round times one step of every run on each side, in interleaved rounds on the same machine state
 (:func:`benchmarks.common.time_interleaved`), after three warm-up rounds (the group's larger
 buffers take a few steps to settle in the allocator's heap); the throughput is runs x steps per
@@ -15,7 +15,7 @@ training work at the paper's settings).
 The shapes: the paper configuration (d = 32, k = 10, tokens of width 42) and the d = 4 runs of
 chapter 08's sweeps (k = 6, width 10), at n points per task and the paper's batch of 32. The
 timing runs in a child process with the training command's allocator setting
-(:func:`kmtlib.train.tune_malloc`: without it, the group's larger n x n buffers are mapped afresh
+(:func:`kmtlib.training.tune_malloc`: without it, the group's larger n x n buffers are mapped afresh
 at every step, which costs the stacked pass a third of its speed on a 2-core CPU), so the
 process that asks keeps its own.
 """
@@ -40,7 +40,8 @@ QUICK = {"n": 48, "batch": 4, "runs": (2,)}
 
 def _runs(S: int, n: int, d: int, k: int, batch: int, seed: int, device: str):
     """S training states of the shape, as the trainer builds them (own weights, Adam, streams)."""
-    from kmtlib.train import TrainConfig, _new_training_state, derive_seeds
+    from kmtlib.training import TrainConfig, derive_seeds
+    from kmtlib.training.state import _new_training_state
 
     configs = [TrainConfig(d=d, k=k, n=n, batch=batch, seed=seed + s, device=device) for s in range(S)]
     return configs, [_new_training_state(c, torch.device(device), derive_seeds(c.seed)) for c in configs]
@@ -48,7 +49,7 @@ def _runs(S: int, n: int, d: int, k: int, batch: int, seed: int, device: str):
 
 def _draw(config, state, device: str):
     from kmtlib.init import init_centers
-    from kmtlib.train import _sample
+    from kmtlib.training.tasks import _sample
 
     X = _sample(config, state.generators["train"], torch.device(device), torch.float32)
     return X, init_centers(X, config.k, "random", generator=state.generators["train"])
@@ -60,8 +61,7 @@ def time_group(
 ) -> dict[str, Any]:  # fmt: skip
     """Median seconds for one step of S runs, alone (one after another) and together, and the
     throughputs in runs x steps per second."""
-    from kmtlib.train import step_alone
-    from kmtlib.train_group import step_together
+    from kmtlib.training import step_alone, step_together
 
     with pinned_threads(threads):
         configs_a, alone = _runs(S, n, d, k, batch, seed, device)
@@ -115,7 +115,7 @@ def run(
 
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
-    from kmtlib.train import tune_malloc
+    from kmtlib.training import tune_malloc
 
     tuned = tune_malloc() if spec["device"] == "cpu" else False
     rows = [

@@ -1,6 +1,6 @@
 """A training run at the paper configuration: peak memory and wall time per evaluation window.
 
-The run is ``kmtlib.train.train`` (what ``python -m kmtlib.train`` calls) with the paper's
+The run is ``kmtlib.training.train`` (what ``python -m kmtlib.train`` calls) with the paper's
 settings, ``steps`` steps and an evaluation (10 validation batches) plus a checkpoint every 50
 steps, in a fresh child process with pinned threads. Measured:
 
@@ -44,7 +44,7 @@ AUTHORS_S_PER_STEP = 0.40
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from kmtlib.train import TrainConfig, read_log, train
+    from kmtlib.training import TrainConfig, read_log, train
 
     config = TrainConfig(**spec["config"])
     startup_cpu_s = time.process_time()  # (the whole process: every thread)

@@ -20,7 +20,7 @@ weight are compared (relative difference).
 
 glibc's allocator matters on the CPU: the n x n attention matrices are above its default mmap
 threshold, so every step maps and page-faults them afresh. ``kmtlib.train`` therefore calls
-:func:`kmtlib.train.tune_malloc` (process-wide). The benchmark measures both settings, each in a
+:func:`kmtlib.training.tune_malloc` (process-wide). The benchmark measures both settings, each in a
 fresh child process: ``default`` (what any script that imports kmtlib gets) and ``tuned`` (what
 the training command runs with; it speeds up the reference as well, since it is process-wide).
 
@@ -158,7 +158,7 @@ def time_steps(
 # ------------------------------------------------------------------------------------ children
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """Run in a fresh process: set the allocator mode, then time every thread count."""
-    from kmtlib.train import tune_malloc
+    from kmtlib.training import tune_malloc
 
     tuned = tune_malloc() if spec["malloc"] == "tuned" else False
     cfg = spec["config"]

@@ -10,6 +10,8 @@ holds what only the book needs:
   and their values in each profile, checked by :func:`open_chapter`;
 * :mod:`kmtbook.shipped` and :mod:`kmtbook.dynamics`: readers of the training runs shipped under
   ``data/``;
+* :mod:`kmtbook.paper_sweep`: the paper's whole set of training runs, planned for the chapters that
+  read them and run by the library's sweep mechanism (``python -m kmtbook.paper_sweep``);
 * :mod:`kmtbook.plotting`: the figure helpers the chapters share;
 * :mod:`kmtbook.sphinx_ext`: the Sphinx extension of the book (rerun boxes, offline MathJax, the
   figure register, provenance tables, the ``{metric}`` role);

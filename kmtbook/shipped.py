@@ -1,7 +1,7 @@
 """The trained weights shipped with the book: ``data/weights/<embedding>_seed<S>/``.
 
 Each run folder holds ``model.pt`` (the last weights, what the paper evaluates; read with
-:func:`kmtlib.model_file.load_model`), ``log.csv`` (the training log of :mod:`kmtlib.train`) and
+:func:`kmtlib.model_file.load_model`), ``log.csv`` (the training log of :mod:`kmtlib.training`) and
 ``manifest.json`` (command, configuration, versions, wall time). ``scripts/train_shipped.sh``
 trains them and ``scripts/ship_weights.py`` copies them here. The chapters use whatever runs are
 present and say how many seeds they used::
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from kmtlib.embedding import embedding_name
-from kmtlib.train import TrainConfig
+from kmtlib.training import TrainConfig
 
 from .chapter import find_repo_root
 
@@ -55,7 +55,7 @@ class ShippedRun:
 
     @property
     def config(self) -> dict[str, Any]:
-        """The training configuration (:class:`kmtlib.train.TrainConfig` fields)."""
+        """The training configuration (:class:`kmtlib.training.TrainConfig` fields)."""
         return dict(self.manifest.get("config", {}))
 
     @property
@@ -73,8 +73,8 @@ class ShippedRun:
         return load_model(self.model_path, map_location=device).eval()
 
     def log(self) -> list[dict[str, float | None]]:
-        """The rows of ``log.csv`` (see :func:`kmtlib.train.read_log`)."""
-        from kmtlib.train import read_log
+        """The rows of ``log.csv`` (see :func:`kmtlib.training.read_log`)."""
+        from kmtlib.training import read_log
 
         return read_log(self.log_path)
 
@@ -82,7 +82,7 @@ class ShippedRun:
 def _read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked: a damaged one is an error naming it (a run skipped without a
     word would leave a chapter averaging fewer seeds than it says)."""
-    from kmtlib.train import RunFolderError
+    from kmtlib.training import RunFolderError
 
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
@@ -97,7 +97,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def _seed_order(seed: int) -> tuple[int, int]:
-    from kmtlib.train import PAPER_SEEDS
+    from .paper_sweep import PAPER_SEEDS
 
     return (PAPER_SEEDS.index(seed), seed) if seed in PAPER_SEEDS else (len(PAPER_SEEDS), seed)
 
@@ -119,7 +119,7 @@ def shipped_runs(
             runs for any number of clusters (``k_max > 0``) only when asked for with ``k_max=...``.
 
     A folder counts as a run when it holds ``model.pt``, ``log.csv`` and ``manifest.json``; a
-    manifest that is not a training run's is an error naming it (:class:`kmtlib.train.RunFolderError`);
+    manifest that is not a training run's is an error naming it (:class:`kmtlib.training.RunFolderError`);
     a damaged ``model.pt`` or ``log.csv`` is one when :meth:`ShippedRun.load` or
     :meth:`ShippedRun.log` reads it (:class:`kmtlib.ModelFileError`, ``RunFolderError``).
     """

@@ -1,8 +1,8 @@
 """kmtlib: the k-means transformer of Clarkson et al. (arXiv 2506.19125) as a small PyTorch library.
 
 Tensors are batched with rows as tokens: points ``X`` are (B, n, d), centres ``C`` are (B, k, d).
-(``kmtlib.train``, the training command, is not imported here so that ``python -m kmtlib.train``
-runs cleanly.)
+(``kmtlib.training``, the training package, and its command ``kmtlib.train`` are not imported here
+so that ``python -m kmtlib.train`` runs cleanly.)
 """
 
 from __future__ import annotations

@@ -178,11 +178,6 @@ class LayerConfig:
         return self.d + self.code_width if self.embedding == "codes" else widths[self.embedding]
 
     @property
-    def tokens(self) -> str:
-        """The old name of :attr:`embedding` (read-only)."""
-        return self.embedding
-
-    @property
     def reads_any_k(self) -> bool:
         """Whether the layer runs on centres of any k (equivariant maps, or cluster codes of a fixed width)."""
         return self.any_k or self.embedding == "codes"
@@ -496,7 +491,7 @@ class KMeansLayer(nn.Module):
         the nearest-centre label (what the fast forward reads instead of a second distance pass)."""
         c = self.config
         cax, sax = self.CAX, self.SAX
-        if c.tokens != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
+        if c.embedding != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
             return False
         if c.any_k:
             return False

@@ -56,7 +56,6 @@ TRAINABLE_EMBEDDINGS: tuple[str, ...] = ("onehot", "data", "codes")
 name before version 0.2, is read too) and ``"codes"`` (width d + m, random cluster codes drawn per
 task: a layer for any k, chapter 12)."""
 
-EMBEDDINGS = TRAINABLE_EMBEDDINGS  # (the name kmtlib.train imports)
 
 
 def trainable_config(

@@ -79,26 +79,8 @@ def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") ->
     (``"<path>: not a <what> (<problem>)"``) for anything that is not a readable torch file.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file (expected a {what})")
-    if path.is_dir():
-        raise ModelFileError(f"{path}: not a {what} (it is a directory)")
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as exc:
-        raise ModelFileError(f"{path}: cannot be read ({_short(exc)})") from exc
-    if size == 0:
-        raise ModelFileError(f"{path}: not a {what} (the file is empty: 0 bytes)")
-    if head.startswith(_ZIP_MAGIC):
-        kind = "zip"
-    elif head.startswith(_PICKLE_MAGIC):
-        kind = "pickle"
-    else:
-        raise ModelFileError(f"{path}: not a {what} (not a torch file: it starts with the bytes {head!r})")
-    if kind == "zip":
-        _check_archive(path, what, size)
+    if _file_kind(path, what) == "zip":
+        _check_archive(path, what, path.stat().st_size)
     try:
         with warnings.catch_warnings():
             # (torch warns about the pickle protocol of a foreign pickle before refusing it)
@@ -119,6 +101,28 @@ def read_torch_file(path: str | os.PathLike, what: str = "kmtlib model file") ->
         ) from exc
     except Exception as exc:  # miniz errors (RuntimeError), KeyError from a garbage opcode, ...
         raise ModelFileError(f"{path}: not a {what} (truncated or damaged torch file: {_short(exc)})") from exc
+
+
+def _file_kind(path: Path, what: str) -> str:
+    """``"zip"`` or ``"pickle"``, the two kinds of torch file, read from the first bytes; a missing,
+    empty or foreign file raises, naming ``path``."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file (expected a {what})")
+    if path.is_dir():
+        raise ModelFileError(f"{path}: not a {what} (it is a directory)")
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot be read ({_short(exc)})") from exc
+    if size == 0:
+        raise ModelFileError(f"{path}: not a {what} (the file is empty: 0 bytes)")
+    if head.startswith(_ZIP_MAGIC):
+        return "zip"
+    if head.startswith(_PICKLE_MAGIC):
+        return "pickle"
+    raise ModelFileError(f"{path}: not a {what} (not a torch file: it starts with the bytes {head!r})")
 
 
 def _check_archive(path: Path, what: str, size: int) -> None:

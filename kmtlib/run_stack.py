@@ -62,7 +62,7 @@ def stack_problem(models: Sequence[KMeansTransformer]) -> str | None:
     if not models:
         return "no models to stack"
     first = models[0].config
-    for name in ("d", "k", "tokens", "code_width", "any_k", "ffn", "normalise_data", "bias", "reembed"):
+    for name in ("d", "k", "embedding", "code_width", "any_k", "ffn", "normalise_data", "bias", "reembed"):
         values = {getattr(m.config, name) for m in models}
         if len(values) > 1:
             return f"the models differ in {name} ({', '.join(sorted(map(repr, values)))})"
@@ -179,10 +179,12 @@ class RunStack:
                 f"X and C need a leading run axis of {len(self.models)}, got {X.shape[0]} and {C.shape[0]}"
             )
         tokens = [m.embedding.embed(X[s], C[s]) for s, m in enumerate(self.models)]  # (codes: per run's stream)
-        P = torch.stack([points for points, _ in tokens])
-        Q = torch.stack([centres for _, centres in tokens])
-        assign, reset = self.attention("CAX", P, Q), self.attention("SAX", P, P)
-        P = P + reset + assign
-        means, reset = self.attention("CAC", Q, P), self.attention("SAC", Q, Q)
-        Q = Q + reset + means
-        return torch.stack([m.embedding.centers(Q[s]) for s, m in enumerate(self.models)])
+        point_tokens = torch.stack([points for points, _ in tokens])  # (S, B, n, D)
+        centre_tokens = torch.stack([centres for _, centres in tokens])  # (S, B, k, D)
+        assign = self.attention("CAX", point_tokens, centre_tokens)
+        reset = self.attention("SAX", point_tokens, point_tokens)
+        point_tokens = point_tokens + reset + assign
+        means = self.attention("CAC", centre_tokens, point_tokens)
+        reset = self.attention("SAC", centre_tokens, centre_tokens)
+        centre_tokens = centre_tokens + reset + means
+        return torch.stack([m.embedding.centers(centre_tokens[s]) for s, m in enumerate(self.models)])

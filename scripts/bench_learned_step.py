@@ -25,10 +25,12 @@ def main() -> None:
     p.add_argument("--embedding", default="onehot", choices=("onehot", "data", "none"))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--tune-malloc", action="store_true", help="apply kmtlib.train.tune_malloc() first (process-wide)")
+    p.add_argument(
+        "--tune-malloc", action="store_true", help="apply kmtlib.training.tune_malloc() first (process-wide)"
+    )
     args = p.parse_args()
     if args.tune_malloc:
-        from kmtlib.train import tune_malloc
+        from kmtlib.training import tune_malloc
 
         tune_malloc()
     r = time_steps(

@@ -26,6 +26,9 @@ SHIPPED = ("log.csv", "manifest.json")
 INDEX_KEYS = ("command", "seed", "steps", "config", "kmtlib_version", "kmtlib_source_sha256", "git_commit",
               "torch_version", "python_version", "device", "threads", "wall_s", "wall_s_per_step",
               "final_val_rel_objective", "final_val_log_objective", "best_val_rel_objective", "best_step")
+# How the source fingerprint was taken, and the fingerprint of the older scheme where a manifest
+# was recomputed (scripts/recompute_source_fingerprints.py): copied when the manifest has them.
+PROVENANCE_KEYS = ("kmtlib_source_sha256_scheme", "kmtlib_source_sha256_py_only")
 DIVERGED_MARK = "training diverged"
 
 
@@ -53,6 +56,7 @@ def ship(runs_dir: Path, out: Path) -> dict:
         if manifest_path.is_file() and log_path.is_file():
             manifest = json.loads(manifest_path.read_text())
             entry = {k: manifest.get(k) for k in INDEX_KEYS}
+            entry.update({k: manifest[k] for k in PROVENANCE_KEYS if k in manifest})
             entry["status"] = "finished"
             names = SHIPPED
         elif log_path.is_file() and _diverged(run):

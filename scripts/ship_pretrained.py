@@ -44,6 +44,10 @@ def main() -> None:
     shutil.copyfile(run / "model.pt", TARGET / args.name)
     sha = hashlib.sha256((TARGET / args.name).read_bytes()).hexdigest()
     steps = int(manifest["steps"])
+    source = f"`{manifest['kmtlib_source_sha256']}`"
+    if "kmtlib_source_sha256_py_only" in manifest:  # (recomputed: scripts/recompute_source_fingerprints.py)
+        source += (f" over every file under kmtlib/ at its commit; `{manifest['kmtlib_source_sha256_py_only']}` "
+                   "over kmtlib/*.py alone, as recorded at training")  # fmt: skip
     warm = ""
     if config.get("init_from"):
         warm = (
@@ -73,7 +77,7 @@ What it is:
   ```
 
   (kmtlib {manifest["kmtlib_version"]}, torch {manifest["torch_version"]}, {manifest["threads"]} CPU thread(s),
-  {manifest["wall_s"]:.0f} s; source SHA-256 `{manifest["kmtlib_source_sha256"]}`); its final validation
+  {manifest["wall_s"]:.0f} s; source SHA-256 {source}); its final validation
   objective after one step was {manifest["final_val_rel_objective"]:.3f} times that of one Lloyd step, on
   validation tasks of its training family at the training k;
 - SHA-256 `{sha}`.

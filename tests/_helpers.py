@@ -95,7 +95,7 @@ def row_indices(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
 
 def log_without_wall(folder) -> list[dict]:
     """A run folder's log rows without the wall time (the one column two equal runs differ in)."""
-    from kmtlib.train import read_log
+    from kmtlib.training import read_log
 
     return [{k: v for k, v in row.items() if k != "wall_s"} for row in read_log(folder / "log.csv")]
 

@@ -295,7 +295,7 @@ def check_09(m: Metrics) -> None:
 def check_11(m: Metrics) -> None:
     # The authors' script is quoted from an independent rerun: 60 minutes for 10 000 steps (not measured here).
     assert m["authors_s_per_step"] == 0.36
-    # the paper's whole set, planned by kmtlib.sweep and timed from the shipped runs' manifests
+    # the paper's whole set, planned by kmtbook.paper_sweep and timed from the shipped runs' manifests
     assert m["sweep_plan_runs"] == 260 and m["sweep_plan_groups"] == 14 and m["sweep_plan_unmeasured_groups"] == 0
     assert 10 < m["sweep_plan_cpu_hours"] < 1000
     assert set(m["figures"]) - {"fig-perf-gpu"} == {"fig-perf-training-sweeps", "fig-perf-lloyd"}  # gpu: CUDA only

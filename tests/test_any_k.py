@@ -11,7 +11,7 @@ import torch
 import kmtlib
 from kmtlib import KMeansTransformer
 from kmtlib.equivariant import EquivariantMap
-from kmtlib.train import TrainConfig, make_validation_batches, read_log, train
+from kmtlib.training import TrainConfig, make_validation_batches, read_log, train
 
 F64 = torch.float64
 

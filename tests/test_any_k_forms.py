@@ -13,7 +13,8 @@ import kmtlib
 from kmtlib import KMeansTransformer
 from kmtlib.embedding import CodeEmbedding
 from kmtlib.equivariant import EquivariantMap, broadcast_weight
-from kmtlib.train import TrainConfig, _config_differences, read_log, train
+from kmtlib.training import TrainConfig, read_log, train
+from kmtlib.training.config import _config_differences
 
 F64 = torch.float64
 

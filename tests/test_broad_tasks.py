@@ -10,7 +10,7 @@ import torch
 
 import kmtlib
 from kmtlib.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, sample_broad_tasks, spread_normalise
-from kmtlib.train import TrainConfig, train
+from kmtlib.training import TrainConfig, train
 
 F64 = torch.float64
 
@@ -141,7 +141,7 @@ def test_bad_task_options_are_named():
 def test_runs_written_before_the_options_resume(tmp_path):
     """A run folder whose manifest and checkpoint predate --tasks and --init-from resumes: a
     missing option counts as its default."""
-    from kmtlib.train import _config_differences
+    from kmtlib.training.config import _config_differences
 
     saved = {k: v for k, v in TrainConfig().__dict__.items() if k not in ("tasks", "init_from")}
     assert _config_differences(saved, TrainConfig()) == []

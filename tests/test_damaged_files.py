@@ -29,7 +29,8 @@ from _helpers import log_without_wall
 import kmtlib
 from kmtbook.shipped import shipped_runs
 from kmtlib import KMeansTransformer, ModelFileError, load_model
-from kmtlib.train import RunFolderError, load_checkpoint_model, main, read_log, train
+from kmtlib.training import RunFolderError, load_checkpoint_model, read_log, train
+from kmtlib.training.cli import main
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
 STEPS, STOPPED_AT = 30, 20  # the damaged folders are a 30-step run stopped at step 20
@@ -342,7 +343,7 @@ def test_resume_refuses_what_it_cannot_repair_before_anything_runs(runs, tmp_pat
     def no_training(*args, **kwargs):
         raise AssertionError("a task was drawn (validation set or training step) before the refusal")
 
-    monkeypatch.setattr("kmtlib.train.sample_tasks", no_training)
+    monkeypatch.setattr("kmtlib.training.tasks.sample_tasks", no_training)
     with pytest.raises(ValueError) as info:  # RunFolderError / ModelFileError
         train(dict(TINY, steps=STEPS), folder, quiet=True, resume=True)
     message = str(info.value)
@@ -606,6 +607,8 @@ MODEL_DAMAGE = {
         ),
         "hold NaN or infinite values",
     ),
+    "a +inf weight": (lambda p: torch.save(_one_weight(p, float("inf")), p), "hold NaN or infinite values"),
+    "a -inf weight": (lambda p: torch.save(_one_weight(p, float("-inf")), p), "hold NaN or infinite values"),
     "a pickle a weights-only load refuses": (
         lambda p: torch.save({"obj": _Foreign()}, p),
         "a weights-only load refuses",
@@ -616,6 +619,16 @@ MODEL_DAMAGE = {
     ),
     "a training checkpoint": (lambda p: None, "it is a training checkpoint"),
 }
+
+
+def _one_weight(path: Path, value: float) -> dict:
+    """The model file's payload with one weight (the first entry of its first tensor) set to
+    ``value``, every other weight finite as saved."""
+    payload = _model_payload(path)
+    state = {k: v.clone() for k, v in payload["state_dict"].items()}
+    first = next(iter(state))
+    state[first].view(-1)[0] = value
+    return dict(payload, state_dict=state)
 
 
 def _flip_a_weight_bit(path: Path) -> None:
@@ -714,7 +727,7 @@ LOG_DAMAGE = {
 
 @pytest.mark.parametrize("case", list(LOG_DAMAGE), ids=list(LOG_DAMAGE))
 def test_read_log_names_the_file_and_line(tmp_path, case):
-    from kmtlib.train import LOG_COLUMNS
+    from kmtlib.training import LOG_COLUMNS
 
     text, said = LOG_DAMAGE[case]
     path = tmp_path / "log.csv"

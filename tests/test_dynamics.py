@@ -21,7 +21,7 @@ from kmtbook.dynamics import (
     summarise_final,
     window_mean,
 )
-from kmtlib.train import LOG_COLUMNS, TrainConfig, read_log, train
+from kmtlib.training import LOG_COLUMNS, TrainConfig, read_log, train
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -132,7 +132,7 @@ KINDS: list[tuple[str, Callable[[str, list[str]], bool]]] = [
     ("nox", lambda c, w: "nox" in w or w[0] == "nox" or "-m nox" in c),
     ("chapter", lambda c, w: "papermill" in w),
     ("train", lambda c, w: "kmtlib.train" in c),
-    ("sweep", lambda c, w: "kmtlib.sweep" in c),
+    ("sweep", lambda c, w: "kmtbook.paper_sweep" in c),
     ("script", lambda c, w: re.search(r"scripts/\w+\.(sh|py)", c) is not None),
     ("copy", lambda c, w: w[0] == "cp"),
     ("benchmark", lambda c, w: "-m benchmarks" in c),
@@ -285,7 +285,7 @@ def test_rerun_boxes_run(tmp_path):
 
 
 def test_printed_sweep_commands_plan(tmp_path):
-    """`python -m kmtlib.sweep ...` as printed, with --plan (the whole set would train for days) and a
+    """`python -m kmtbook.paper_sweep ...` as printed, with --plan (the whole set would train for days) and a
     temporary --out: every option it prints is one the command takes."""
     printed = [p for p in printed_commands() if kind(p.command) == "sweep"]
     assert printed

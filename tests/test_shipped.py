@@ -7,9 +7,10 @@ import json
 import pytest
 import torch
 
+from kmtbook.paper_sweep import PAPER_SEEDS
 from kmtbook.shipped import require_runs, shipped_runs
 from kmtlib import KMeansTransformer
-from kmtlib.train import LOG_COLUMNS, PAPER_SEEDS
+from kmtlib.training import LOG_COLUMNS
 
 
 def _fake_run(root, embedding, seed, d=3, k=2, n=8, complete=True):
@@ -71,7 +72,7 @@ def test_the_code_retrains_the_first_steps_of_a_shipped_run(tmp_path):
     # the training loss and 1e-7 on the validation ratio, a margin of about 100.
     from pathlib import Path
 
-    from kmtlib.train import TrainConfig, read_log, train
+    from kmtlib.training import TrainConfig, read_log, train
 
     folder = Path(__file__).resolve().parent.parent / "data" / "weights" / "onehot_seed153476998"
     if not (folder / "manifest.json").exists():

@@ -1,5 +1,6 @@
-"""kmtlib.sweep: the plan of the paper's whole set, its groups, and running them serially and
-through submitit's local executor into the layout the chapters read."""
+"""The sweep: the mechanism (kmtlib.training.sweep: groups, jobs, serial and submitit executors,
+--plan's estimate) on the book's plan of the paper's whole set (kmtbook.paper_sweep), run into the
+layout the chapters read."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.sweep import describe, execute, finished, groups, paper_plan, select, steps_done
-from kmtlib.train import PAPER_SEEDS, train
+from kmtbook.paper_sweep import PAPER_SEEDS, paper_plan
+from kmtlib.training import train
+from kmtlib.training.sweep import describe, execute, finished, groups, select, steps_done
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(n=32, batch=4, val_batches=1, eval_every=1)
@@ -62,7 +64,9 @@ def test_serial_sweep_trains_skips_and_resumes(tmp_path, capsys):
     # a longer plan resumes every run; its result is the run trained in one go
     longer = select(paper_plan(seeds=[5], steps=4, **TINY), ["onehot_seed5"])
     assert steps_done(longer[0], tmp_path) == 2 and not finished(longer[0], tmp_path)
-    execute(longer, tmp_path, "serial", threads=1)
+    execute(longer, tmp_path, "serial", threads=1, program="python -m kmtbook.paper_sweep")
+    manifest = json.loads((longer[0].folder(tmp_path) / "manifest.json").read_text())
+    assert manifest["command"] == "python -m kmtbook.paper_sweep (group (32, 10, 32, 'onehot'): main/onehot_seed5)"
     train(longer[0].config, tmp_path / "alone", quiet=True, threads=1)
     a = kmtlib.load_model(longer[0].folder(tmp_path) / "model.pt").state_dict()
     b = kmtlib.load_model(tmp_path / "alone" / "model.pt").state_dict()
@@ -95,7 +99,7 @@ def test_local_executor_runs_the_groups_as_subprocesses(tmp_path):
 
 
 def test_command_line_plan(tmp_path, capsys):
-    from kmtlib.sweep import main
+    from kmtbook.paper_sweep import main
 
     timings = str(ROOT / "data" / "weights")
     main(["--plan", "--out", str(tmp_path), "--only", "main", "--seeds", "1,2", "--timings", timings])
@@ -103,3 +107,22 @@ def test_command_line_plan(tmp_path, capsys):
     assert "4 run(s) in 2 group(s)" in err and "about" in err
     with pytest.raises(SystemExit, match="--seeds must be integers"):
         main(["--plan", "--seeds", "a,b"])
+
+
+def test_plan_time_left_counts_a_grouped_run_per_run_step(tmp_path):
+    """A run trained in a group of S records its group's seconds per step: the time a run-step
+    takes is that over S, and --plan's hours are the steps left at that rate."""
+    from kmtlib.training.sweep import seconds_per_step
+
+    timings = tmp_path / "timings"
+    config = {"d": 32, "k": 10, "n": 512, "embedding": "onehot"}
+    for name, per_step, group in (("a", 7.2, {"group": {"runs": 4}}), ("b", 1.8, {})):
+        (timings / name).mkdir(parents=True)
+        record = {"config": config, "wall_s_per_step": per_step, **group}
+        (timings / name / "manifest.json").write_text(json.dumps(record))
+    assert seconds_per_step([timings]) == {(32, 10, 512, "onehot"): 1.8}
+    # two onehot runs of 10 000 steps at 1.8 s per run-step: 10.0 h; the "none" group is unmeasured
+    plan = select(paper_plan(seeds=[1, 2]), ["main"])
+    text = describe(plan, tmp_path / "out", [timings])
+    assert "group d=32 k=10 n=512 onehot: 2 run(s), 20000 step(s) left, about 10.0 h left" in text
+    assert text.endswith("about 10.0 h plus 1 group(s) with no finished run to measure")

@@ -18,15 +18,15 @@ import torch
 from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
 from kmtlib.model_file import load_model
-from kmtlib.train import (
+from kmtlib.training import (
     TrainConfig,
     derive_seeds,
     load_checkpoint_model,
-    main,
     make_validation_set,
     read_log,
     train,
 )
+from kmtlib.training.cli import main
 
 TINY = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123)
 
@@ -178,8 +178,13 @@ def test_manifest_and_cli(tmp_path, capsys):
         "best_val_rel_objective",
     ):
         assert key in manifest
+    # Provenance: the fingerprint of every file of the package that trained, and how it was taken.
+    from kmtlib.training.provenance import source_sha256
+
+    assert manifest["kmtlib_source_sha256"] == source_sha256()
+    assert manifest["kmtlib_source_sha256_scheme"] == "every file under kmtlib/, recursive"
     model = load_model(out / "model.pt")
-    assert model.config.tokens == "data" and model.config.trainable  # ("none": the old name of the d-only tokens)
+    assert model.config.embedding == "data" and model.config.trainable  # ("none": the old name of the d-only tokens)
     _assert_same_weights(model.state_dict(), _weights(out))
     with pytest.raises(SystemExit, match="already holds"):
         main(["--d", "3", "--k", "3", "--n", "24", "--steps", "5", "--quiet", "--out", str(out)])
@@ -215,7 +220,8 @@ def test_resume_with_other_thread_count_warns(tmp_path):
 
 
 def test_two_processes_cannot_train_into_one_folder(tmp_path):
-    from kmtlib.train import RunInUseError, _run_lock
+    from kmtlib.training import RunInUseError
+    from kmtlib.training.run_folder import _run_lock
 
     out = tmp_path / "run"
     out.mkdir()

@@ -1,4 +1,4 @@
-"""kmtlib.run_stack and kmtlib.train_group: S runs of one shape trained as one stacked pass.
+"""kmtlib.run_stack and kmtlib.training.group: S runs of one shape trained as one stacked pass.
 
 * the stacked pass equals the models one by one (centres and every gradient), for runs of
   different seeds and dropout rates, with per-run and with batched products;
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +27,10 @@ from kmtlib.init import init_centers
 from kmtlib.losses import _smoothed_objective
 from kmtlib.model_file import load_model
 from kmtlib.run_stack import RunStack
-from kmtlib.train import TrainConfig, _new_training_state, _sample, derive_seeds, main, read_log, train
-from kmtlib.train_group import group_problem, train_group
+from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
+from kmtlib.training.cli import main
+from kmtlib.training.state import _new_training_state
+from kmtlib.training.tasks import _sample
 
 # Seeds, loss temperatures and dropout rates of the runs of one group (none of them a shipped run's).
 RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))
@@ -138,6 +142,9 @@ def test_stopped_group_resumes_to_the_uninterrupted_result(tmp_path):
     train_group(configs, straight, quiet=True)
     first = train_group(configs, stopped, quiet=True, stop_at=15)
     assert [s["status"] for s in first] == ["stopped"] * 3
+    # Stopped at step 15, as a single run stopped there says (not one step later).
+    alone = train(configs[0], tmp_path / "alone", quiet=True, stop_at=15)
+    assert alone["step"] == 15 and [s["step"] for s in first] == [15] * 3
     assert all(not (f / "model.pt").exists() for f in stopped)
     train_group(configs, stopped, quiet=True, resume=True)
     for a, b in zip(stopped, straight):
@@ -220,6 +227,21 @@ def test_command_line_writes_one_folder_per_seed(tmp_path, capsys):
         main([*args, "--seed", "5"])
     with pytest.raises(SystemExit, match="repeats 3"):
         main([*base, "--seeds", "3,3", "--out", str(tmp_path / "x")])
+
+
+def test_group_command_sharing_a_folder_is_refused_in_one_line(tmp_path):
+    """``python -m kmtlib.train --seeds ...`` into a folder another process trains in: one
+    ``error:`` line, no traceback (the RunInUseError raised is the one the command catches)."""
+    from kmtlib.training.run_folder import _run_lock
+
+    out = tmp_path / "grp"
+    (out / "seed41").mkdir(parents=True)
+    args = ["--d", "4", "--k", "3", "--n", "24", "--batch", "4", "--eval-every", "5", "--val-batches", "1",
+            "--steps", "5", "--quiet", "--seeds", "41,42", "--out", str(out)]  # fmt: skip
+    with _run_lock(out / "seed41"):
+        proc = subprocess.run([sys.executable, "-m", "kmtlib.train", *args], capture_output=True, text=True)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and "in use by another training process" in proc.stderr, proc.stderr
 
 
 def test_what_cannot_be_grouped_is_refused_before_any_change(tmp_path):

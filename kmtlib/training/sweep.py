@@ -1,38 +1,27 @@
-"""The paper's whole set of training runs as one command: ``python -m kmtlib.sweep``.
+"""The sweep mechanism: a plan of training runs, cut into jobs and run, resumably.
 
-The paper's learning results are medians over its ten training seeds, and its training-dynamics
-figures (9 and 10) are sweeps of 10 000-step runs. :func:`paper_plan` lists them all:
+A plan is a list of :class:`PlannedRun` (a part, a run folder name, a :class:`TrainConfig`), which
+whoever plans makes (the book's plan of the paper's runs is in its own tooling). Runs that share a
+shape (d, k, n and token embedding) form a **group**; a group is cut into jobs of at most
+``runs_per_group`` runs (memory), and a job's unfinished runs train together as one stacked pass
+(:func:`kmtlib.training.group.train_group`: each run exactly as if trained alone). The jobs are
+independent: ``executor="serial"`` runs them one after another in this process; ``"local"`` and
+``"slurm"`` hand them to `submitit <https://github.com/facebookincubator/submitit>`_ (local
+subprocesses, or a Slurm job array), which this module does not reimplement. Whichever way a job
+runs, every run lands in ``OUT/<part>/<run folder>/`` with the contract of ``python -m
+kmtlib.train``: a finished run (manifest present) is skipped, an interrupted one resumes from its
+checkpoint, so a killed sweep is continued by running the same command again.
 
-* ``main``: the main configuration (d = 32, k = 10, n = 512, loss inverse temperature 10) at both
-  widths, tokens of width d + k (``onehot``) and of width d (``none``), for the ten seeds: the runs
-  that chapters 05 to 07 read through ``weights_dir`` (folders ``<embedding>_seed<S>/``);
-* ``dynamics``: the loss-temperature, number-of-clusters and dimension sweeps of chapter 08 at both
-  widths for the ten seeds (folders ``d<d>_k<k>_li<li>_<embedding>_seed<S>/``, what its ``logs_dir``
-  reads; the k = 10 point of the k sweep is the main configuration).
-
-Runs that share a shape (d, k, n and token embedding) form a **group**; the groups, cut into jobs
-(below), are independent. ``--executor serial`` runs the jobs one after another in this process;
-``--executor local`` and ``--executor slurm`` hand them to
-`submitit <https://github.com/facebookincubator/submitit>`_ (local subprocesses, or a Slurm job
-array), which this module does not reimplement. Whichever way a job runs, every run lands in
-``OUT/<part>/<run folder>/`` with the contract of ``python -m kmtlib.train``: a finished run
-(manifest present) is skipped, an interrupted one resumes from its checkpoint, so a killed sweep
-is continued by running the same command again.
-
-A group is cut into jobs of at most ``--runs-per-group`` runs (memory); a job's unfinished runs
-train together as one stacked pass with a leading run axis on the weights
-(:func:`kmtlib.train_group.train_group`: each run exactly as if trained alone). ``--plan`` prints
-the plan and an estimate of its duration from the measured seconds per run-step of runs already
-finished under ``OUT`` (and ``--timings`` folders), without training anything.
+:func:`describe` (a command's ``--plan``) says the plan and an estimate of its duration from the
+measured seconds per run-step of runs already finished under ``OUT`` (and other folders of runs),
+without training anything. :func:`add_options` and :func:`run_command` give a plan a command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import json
-import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -40,27 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .train import PAPER_SEEDS, TrainConfig
-from .train_group import train_group
+from .config import TrainConfig
+from .group import train_group
 
-PARTS: tuple[str, ...] = ("main", "dynamics")
 EXECUTORS: tuple[str, ...] = ("serial", "local", "slurm")
 RUNS_PER_GROUP = 10
-"""The default largest number of runs trained as one stacked pass (the paper's ten seeds; a run of
-the main configuration holds about 0.1 GB of activations in a step, on the CPU or the GPU)."""
-
-DYNAMICS_CONFIGS: tuple[tuple[int, int, float], ...] = (
-    (32, 6, 10.0), (4, 6, 10.0),
-    (32, 6, 1.0), (32, 6, 4.0), (32, 6, 7.0),
-    (4, 6, 1.0), (4, 6, 4.0), (4, 6, 7.0),
-    (32, 16, 10.0), (32, 25, 10.0),
-    (8, 6, 10.0), (16, 6, 10.0),
-)  # fmt: skip
-"""(d, k, loss inverse temperature) of chapter 08's sweeps, each listed once (as
-``scripts/train_dynamics.sh``); the k = 10 point is the main configuration."""
-
-EMBEDDINGS: tuple[str, ...] = ("onehot", "none")
-"""The two widths: tokens of width d + k, and of width d (``"none"``, the name of the shipped runs)."""
+"""The default largest number of runs trained as one stacked pass (a run of the paper's main
+configuration holds about 0.1 GB of activations in a step, on the CPU or the GPU)."""
 
 
 @dataclass(frozen=True)
@@ -80,45 +55,16 @@ class PlannedRun:
         return out / self.part / self.name
 
 
-def _loss_temperature_name(value: float) -> str:
-    return f"{value:g}"
-
-
-def paper_plan(
-    seeds: Sequence[int] = PAPER_SEEDS, steps: int = 10_000, device: str = "cpu", **overrides: Any
-) -> list[PlannedRun]:
-    """Every run of the paper's set for ``seeds`` (default its ten), ``steps`` each, in an order
-    that finishes whole configurations seed by seed. ``overrides`` replace other training options
-    of every run (a small test plan: ``n=32, batch=4, val_batches=1``)."""
-    runs = []
-    for seed in seeds:
-        for embedding in EMBEDDINGS:
-            config = TrainConfig(d=32, k=10, n=512, embedding=embedding, seed=seed, steps=steps, device=device)
-            runs.append(PlannedRun("main", f"{embedding}_seed{seed}", dataclasses.replace(config, **overrides)))
-    for seed in seeds:
-        for d, k, li in DYNAMICS_CONFIGS:
-            for embedding in EMBEDDINGS:
-                config = TrainConfig(d=d, k=k, n=512, embedding=embedding, seed=seed, steps=steps,
-                                     loss_inv_temp=li, device=device)  # fmt: skip
-                name = f"d{d}_k{k}_li{_loss_temperature_name(li)}_{embedding}_seed{seed}"
-                runs.append(PlannedRun("dynamics", name, dataclasses.replace(config, **overrides)))
-    if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", device):
-        raise ValueError(f"device must be cpu, cuda, cuda:N or auto, got {device!r}")
-    for run in runs:
-        # (the device is checked where a run trains: a Slurm sweep is planned where there is no GPU)
-        dataclasses.replace(run.config, device="cpu").validated()
-    return runs
-
-
 def select(runs: Iterable[PlannedRun], only: Sequence[str] = ()) -> list[PlannedRun]:
-    """The runs of the parts or folder-name patterns in ``only`` (all when empty): ``main``,
-    ``dynamics``, or a pattern such as ``"*_li1_*"`` or ``"onehot_seed153476998"``."""
+    """The runs of the parts or folder-name patterns in ``only`` (all when empty): a part of the
+    plan, or a pattern of run folder names such as ``"*_li1_*"``."""
     runs = list(runs)
     if not only:
         return runs
-    unknown = [o for o in only if o not in PARTS and not any(fnmatch.fnmatch(r.name, o) for r in runs)]
+    parts = list(dict.fromkeys(r.part for r in runs))  # (in plan order)
+    unknown = [o for o in only if o not in parts and not any(fnmatch.fnmatch(r.name, o) for r in runs)]
     if unknown:
-        raise ValueError(f"--only {', '.join(unknown)}: neither a part ({', '.join(PARTS)}) nor a run of the plan")
+        raise ValueError(f"--only {', '.join(unknown)}: neither a part ({', '.join(parts)}) nor a run of the plan")
     return [r for r in runs if r.part in only or any(fnmatch.fnmatch(r.name, o) for o in only)]
 
 
@@ -210,15 +156,18 @@ def describe(
     return "\n".join([head, *lines, tail])
 
 
-def run_group(group: Sequence[PlannedRun], out: str, threads: int | None = None) -> list[str]:
+def run_group(
+    group: Sequence[PlannedRun], out: str, threads: int | None = None, program: str = "kmtlib.training.sweep"
+) -> list[str]:
     """Train the runs of a group that are not finished, together (resuming interrupted ones);
-    return the folders trained. What a submitit job runs (it must be importable and picklable)."""
+    return the folders trained. What a submitit job runs (it must be importable and picklable);
+    ``program`` names the sweep's command in the runs' manifests."""
     root = Path(out)
     todo = [run for run in group if not finished(run, root)]
     if not todo:
         return []
     folders = [run.folder(root) for run in todo]
-    command = f"python -m kmtlib.sweep (group {todo[0].shape}: {', '.join(r.part + '/' + r.name for r in todo)})"
+    command = f"{program} (group {todo[0].shape}: {', '.join(r.part + '/' + r.name for r in todo)})"
     summaries = train_group([r.config for r in todo], folders, resume=True, quiet=True, threads=threads,
                             command=command, name=f"group {todo[0].shape}")  # fmt: skip
     diverged = [s for s in summaries if s["status"] == "diverged"]
@@ -239,10 +188,11 @@ def _progress(runs: Sequence[PlannedRun], out: Path):
 def execute(
     runs: Sequence[PlannedRun], out: Path, executor: str = "serial", threads: int | None = None,
     slurm: dict[str, Any] | None = None, poll_s: float = 5.0, runs_per_group: int = RUNS_PER_GROUP,
+    program: str = "kmtlib.training.sweep",
 ) -> None:  # fmt: skip
     """Run the groups of ``runs`` (at most ``runs_per_group`` runs trained together): in this
     process (``serial``), or as submitit jobs (``local`` subprocesses, ``slurm``: a job array),
-    with a progress bar over all their steps."""
+    with a progress bar over all their steps; ``program`` names the command in the manifests."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     out.mkdir(parents=True, exist_ok=True)
@@ -251,7 +201,7 @@ def execute(
     try:
         if executor == "serial":
             for group in todo:
-                run_group(group, str(out), threads)
+                run_group(group, str(out), threads, program)
                 bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
             return
         import submitit
@@ -262,7 +212,7 @@ def execute(
             parameters.update(slurm or {})
         pool.update_parameters(**parameters)
         with pool.batch():
-            jobs = [pool.submit(run_group, group, str(out), threads) for group in todo]
+            jobs = [pool.submit(run_group, group, str(out), threads, program) for group in todo]
         while not all(job.done() for job in jobs):
             time.sleep(poll_s)
             bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
@@ -279,18 +229,10 @@ def execute(
         bar.close()
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kmtlib.sweep", description=__doc__.splitlines()[0])
-    p.add_argument("--profile", choices=("paper",), default="paper", help="the set of runs (the paper's)")
-    p.add_argument("--out", default="runs/sweep", help="root folder: OUT/main/, OUT/dynamics/ (default %(default)s)")
-    p.add_argument(
-        "--only", action="append", default=[], help="a part (main, dynamics) or a run-name pattern; repeatable"
-    )
-    p.add_argument(
-        "--seeds", default=",".join(map(str, PAPER_SEEDS)), help="comma-separated seeds (default the paper's ten)"
-    )
-    p.add_argument("--steps", type=int, default=10_000, help="training steps per run (default %(default)s)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default %(default)s)")
+def add_options(p: argparse.ArgumentParser, out: str) -> None:
+    """The options of a sweep command that concern running a plan (``out``: the default root)."""
+    p.add_argument("--out", default=out, help="root folder: OUT/<part>/<run folder>/ (default %(default)s)")
+    p.add_argument("--only", action="append", default=[], help="a part or a run-name pattern; repeatable")
     p.add_argument("--executor", choices=EXECUTORS, default="serial", help="how the groups run (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per job")
     p.add_argument(
@@ -300,25 +242,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", action="store_true", help="print the plan and the time left, train nothing")
     p.add_argument(
         "--timings", action="append", default=[],
-        help="a folder of finished runs whose seconds per step estimate the time left, besides OUT's own "
-        "(repeatable; the book's shipped runs were measured on a 2-core CPU, one thread per run)",
+        help="a folder of finished runs whose seconds per step estimate the time left, besides OUT's own (repeatable)",
     )
     p.add_argument(
         "--slurm", default="", help="submitit Slurm parameters as JSON, e.g. '{\"slurm_partition\": \"gpu\"}'"
     )
-    return p
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+def run_command(plan: Sequence[PlannedRun], args: argparse.Namespace, program: str) -> None:
+    """What a sweep command does with its plan and the options of :func:`add_options`: select
+    ``--only``, print the plan, and (unless ``--plan``) run it and print it again. Bad options end
+    in one ``error:`` line (SystemExit)."""
     try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"error: --seeds must be integers separated by commas, got {args.seeds!r}") from None
-    try:
-        runs = select(paper_plan(seeds, args.steps, args.device), args.only)
+        runs = select(plan, args.only)
         slurm = json.loads(args.slurm) if args.slurm else None
-    except (ValueError, TypeError, RuntimeError) as exc:
+    except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
     out = Path(args.out)
     timings = [Path(p) for p in args.timings]
@@ -327,9 +265,5 @@ def main(argv: list[str] | None = None) -> None:
     print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
     if args.plan:
         return
-    execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group)
+    execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group, program=program)
     print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

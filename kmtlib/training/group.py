@@ -5,18 +5,17 @@ Command line: the single-run command with ``--seeds`` instead of ``--seed``::
     python -m kmtlib.train --d 32 --k 10 --embedding onehot --seeds 153476998,235510766 --out runs/main
 
 writes one run folder per seed, ``runs/main/seed<S>/``, each with the files, the log, the
-checkpoints and the resume contract of a single run (:mod:`kmtlib.train`): ``--resume`` continues
+checkpoints and the resume contract of a single run (:mod:`kmtlib.training`): ``--resume`` continues
 every run of the group from its own checkpoint, ``--overwrite`` starts them all again.
 
 Python::
 
-    from kmtlib.train import TrainConfig
-    from kmtlib.train_group import train_group
+    from kmtlib.training import TrainConfig, train_group
     configs = [TrainConfig(d=8, k=4, n=128, steps=500, seed=s) for s in (1, 2, 3)]
     summaries = train_group(configs, ["runs/s1", "runs/s2", "runs/s3"])
 
 How. Every run keeps its own model, Adam state, learning-rate schedule, data stream, dropout
-stream and validation tasks, the objects :func:`kmtlib.train.train` would make for it; a training
+stream and validation tasks, the objects :func:`kmtlib.training.train` would make for it; a training
 step draws every run's batch from its own stream, applies all the runs' layers in one pass
 (:class:`kmtlib.run_stack.RunStack`, the weights stacked along a leading run axis), backpropagates
 the sum of the runs' losses (run s's loss depends on run s's weights only, so each run receives its
@@ -43,19 +42,12 @@ from typing import Any
 
 import torch
 
-from .losses import _smoothed_objective
-from .run_stack import RunStack
-from .train import (
-    TrainConfig,
-    _Run,
-    _run_lock,
-    check_run_options,
-    checked_run_folder,
-    prints_rows,
-    progress_bar,
-    tune_malloc,
-)
-from .transformer import KMeansTransformer
+from ..losses import _smoothed_objective
+from ..run_stack import RunStack
+from ..transformer import KMeansTransformer
+from .config import TrainConfig
+from .loop import _Run, prints_rows, progress_bar, tune_malloc
+from .run_folder import _run_lock, check_run_options, checked_run_folder
 
 SHARED: tuple[str, ...] = ("d", "k", "n", "embedding", "code_width", "batch", "gamma", "dtype", "device")
 """The options every run of a group must share (they fix the shapes of the stacked pass)."""
@@ -91,9 +83,9 @@ def train_group(
 ) -> list[dict[str, Any]]:
     """Train the runs ``configs`` together, run i into ``out_dirs[i]``; return their summaries.
 
-    The arguments are those of :func:`kmtlib.train.train`, for every run of the group (``callback``
+    The arguments are those of :func:`kmtlib.training.train`, for every run of the group (``callback``
     receives the run's index and its log row; ``name`` labels the progress bar). Every folder is
-    checked before any is changed: one that :func:`~kmtlib.train.train` would refuse refuses the
+    checked before any is changed: one that :func:`~kmtlib.training.train` would refuse refuses the
     group. A run whose loss stops being finite ends with ``status="diverged"`` (and an ``error``)
     and the others go on.
     """
@@ -133,32 +125,10 @@ def _train_group_locked(
         run.manifest_extra = {"group": {"runs": len(runs), "folders": [str(o) for o in outs]}}
     total = sum(c.steps for c in configs)
     bar = progress_bar(total, sum(min(r.step, r.config.steps) for r in runs), name, quiet)
-    errors: dict[int, str] = {}
     try:
         for run in runs:
             run.evaluate_first()
-        while True:
-            pending = [
-                i for i, r in enumerate(runs)
-                if not r.done and i not in errors and (stop_at is None or r.step < stop_at)
-            ]  # fmt: skip
-            if not pending:
-                break
-            # The runs furthest behind step together (after a kill, the others wait for them).
-            low = min(runs[i].step for i in pending)
-            active = [i for i in pending if runs[i].step == low]
-            batches = [runs[i].draw_batch() for i in active]
-            losses = step_together(
-                [runs[i].model for i in active], [runs[i].optimizer for i in active],
-                [X for X, _, _ in batches], [C0 for _, C0, _ in batches],
-                [runs[i].config.loss_inv_temp_at(k) for i, (_, _, k) in zip(active, batches)],
-            )  # fmt: skip
-            for i, loss in zip(active, losses):
-                try:
-                    runs[i].advance(loss)
-                except FloatingPointError as exc:
-                    errors[i] = str(exc)
-            bar.update(len(active))
+        errors = _step_until_done(runs, stop_at, bar)
     finally:
         bar.close()
     summaries = []
@@ -172,13 +142,41 @@ def _train_group_locked(
     return summaries
 
 
+def _step_until_done(runs: list[_Run], stop_at: int | None, bar: Any) -> dict[int, str]:
+    """Step the runs together until each is done or at ``stop_at`` (the runs furthest behind first);
+    return the runs that diverged, with their errors."""
+    errors: dict[int, str] = {}
+    while True:
+        pending = [
+            i for i, r in enumerate(runs)
+            if not r.done and i not in errors and (stop_at is None or r.step < stop_at)
+        ]  # fmt: skip
+        if not pending:
+            return errors
+        # The runs furthest behind step together (after a kill, the others wait for them).
+        low = min(runs[i].step for i in pending)
+        active = [i for i in pending if runs[i].step == low]
+        batches = [runs[i].draw_batch() for i in active]
+        losses = step_together(
+            [runs[i].model for i in active], [runs[i].optimizer for i in active],
+            [X for X, _, _ in batches], [C0 for _, C0, _ in batches],
+            [runs[i].config.loss_inv_temp_at(k) for i, (_, _, k) in zip(active, batches)],
+        )  # fmt: skip
+        for i, loss in zip(active, losses):
+            try:
+                runs[i].advance(loss)
+            except FloatingPointError as exc:
+                errors[i] = str(exc)
+        bar.update(len(active))
+
+
 def step_together(
     models: Sequence[KMeansTransformer], optimizers: Sequence[torch.optim.Optimizer], X: Sequence[torch.Tensor],
     C0: Sequence[torch.Tensor], inv_temps: Sequence[float], products: str = "auto",
 ) -> list[torch.Tensor]:  # fmt: skip
     """One training step of S runs as one stacked pass: run s applies its layer to its batch
     ``(X[s], C0[s])``, its loss is the mean smoothed objective at ``inv_temps[s]``, and each
-    optimiser makes its run's update; returns the S losses. What :func:`kmtlib.train.step_alone`
+    optimiser makes its run's update; returns the S losses. What :func:`kmtlib.training.step_alone`
     does for each run, with the layers applied together (:class:`~kmtlib.run_stack.RunStack`)."""
     C1 = RunStack(models, products=products).step(torch.stack(list(X)), torch.stack(list(C0)))
     losses = [_smoothed_objective(x, C1[s], t).mean() for s, (x, t) in enumerate(zip(X, inv_temps))]
