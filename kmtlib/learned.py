@@ -128,56 +128,12 @@ def init_trainable_weights(layer: KMeansLayer, generator: torch.Generator | None
     return layer
 
 
-def build_trainable_model(
-    cls: type,
-    d: int,
-    k: int,
-    embedding: str = "onehot",
-    gamma: float = 1.0,
-    dropout: float = 0.01,
-    fast: bool = True,
-    any_k: bool = False,
-    cluster_broadcast: str = "ones",
-    code_width: int = 0,
-    generator: torch.Generator | int | None = None,
-    dtype: torch.dtype | None = None,
-    device: str | torch.device | None = None,
-):
-    """The learnable single layer of the paper, as a :class:`~kmtlib.KMeansTransformer` that
-    re-embeds before every step.
-
-    Args:
-        cls: the model class (``KMeansTransformer``; :meth:`KMeansTransformer.trainable` passes it).
-        d, k: data dimension and number of centres.
-        embedding: ``"onehot"`` (tokens of width d + k, the paper's main model) or ``"data"``
-            (width d, the d-only ablation; ``"none"`` is its old name).
-        gamma: attention inverse temperature (> 0); the scores are -gamma ||q-k||^2 / sqrt(D).
-        dropout: dropout rate on every attention matrix, in [0, 1); active only in ``train()``
-            mode (see the module docstring for why).
-        any_k: one layer for any number of clusters (:func:`trainable_config`): the model then
-            runs on centres ``C0`` of any k.
-        cluster_broadcast: for ``any_k``, how the maps spread one number over the k cluster
-            coordinates (``"ones"``, ``"mean"`` or ``"unit"``; :mod:`kmtlib.equivariant`).
-        code_width: the width of the random cluster codes of ``embedding="codes"``.
-        fast: the model's kernel switch (``model.fast``): True uses the hand-written Euclidean
-            soft-max kernel, False the formula (cdist + soft-max; dropout from the global RNG).
-        generator: a ``torch.Generator`` or an integer seed for the initial weights (None: the
-            global RNG, so ``torch.manual_seed`` makes the initialisation deterministic).
-        dtype, device: where the weights live (default float32, CPU).
-    """
-    config = trainable_config(d, k, embedding, gamma, dropout, any_k, cluster_broadcast, code_width)
-    if not isinstance(fast, bool):
-        raise TypeError(f"fast must be True or False, got {fast!r}")
+def initial_weights_generator(generator: torch.Generator | int | None) -> torch.Generator | None:
+    """The generator the initial weights are drawn from: a CPU ``torch.Generator`` as given, one
+    seeded by an integer, or None (torch's global generator)."""
     if generator is not None and not isinstance(generator, torch.Generator):
         seed = check_int("generator (seed)", generator, minimum=0)
         generator = torch.Generator().manual_seed(seed)
     if generator is not None and generator.device.type != "cpu":
         raise ValueError("generator for the initial weights must be a CPU generator (weights are drawn on the CPU)")
-    model = cls(config)
-    init_trainable_weights(model.layer, generator)
-    model.fast = fast
-    if dtype is not None:
-        model = model.to(dtype)
-    if device is not None:
-        model = model.to(device)
-    return model
+    return generator
