@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kmtlib.training import TrainConfig
+from kmtlib.training.group import parse_seeds
 from kmtlib.training.sweep import PlannedRun, add_options, run_command
 
 PAPER_SEEDS: tuple[int, ...] = (
@@ -102,11 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"error: --seeds must be integers separated by commas, got {args.seeds!r}") from None
-    try:
-        plan = paper_plan(seeds, args.steps, args.device)
+        plan = paper_plan(parse_seeds(args.seeds), args.steps, args.device)
     except (ValueError, TypeError, RuntimeError) as exc:
         raise SystemExit(f"error: {exc}") from None
     run_command(plan, args, PROGRAM)

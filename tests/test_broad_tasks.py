@@ -146,3 +146,40 @@ def test_runs_written_before_the_options_resume(tmp_path):
     saved = {k: v for k, v in TrainConfig().__dict__.items() if k not in ("tasks", "init_from")}
     assert _config_differences(saved, TrainConfig()) == []
     assert _config_differences(saved, TrainConfig(tasks="broad")) == ["tasks: 'paper' there vs 'broad' now"]
+
+
+@pytest.mark.parametrize("d", [1, 5, 32])
+def test_every_number_of_filled_coordinates_and_every_coordinate_occurs(d):
+    """The module's ``d_task``, log-uniform in 1..d: over a seeded batch every count from 1 to d
+    occurs (d itself has probability ln((d + 1) / d) / ln(d + 1), 0.9 % at d = 32: 1 000 tasks miss
+    it with probability 1e-4), every task's points vary in each coordinate it says it fills, and so
+    every coordinate 0..d-1 is used by some task (a layer of width d is trained on all of its inputs)."""
+    X, mixture = sample_broad_tasks(1000, 8, d, 2, generator=7, dtype=F64, return_mixture=True)
+    assert sorted(set(mixture.filled.tolist())) == list(range(1, d + 1))
+    fills = torch.arange(d) < mixture.filled.unsqueeze(-1)  # (B, d)
+    spread = X.std(dim=1)  # (B, d)
+    assert bool((spread[fills] > 0).all()) and not spread[~fills].any()
+    assert bool((X != 0).any(dim=1).any(dim=0).all())
+
+
+def test_clusters_range_from_separated_to_overlapping_and_from_round_to_elongated():
+    """The base scale (log-uniform in [0.02, 0.25]) gives tasks whose clusters hold from under 5 % to
+    over 80 % of the total variance; the elongation (a stretch of up to exp(1.5) along a random
+    direction, a variance ratio up to exp(3) = 20) gives clusters whose covariance has a largest
+    eigenvalue from about that of the next one to several times it."""
+    X, mixture = sample_broad_tasks(300, 400, 8, 3, generator=3, dtype=F64, return_mixture=True)
+    within_share, elongation = [], []
+    for b in range(X.shape[0]):
+        filled, labels = int(mixture.filled[b]), mixture.components[b]
+        total = ((X[b] - X[b].mean(dim=0)) ** 2).sum()
+        within = X.new_zeros(())
+        for j in range(3):
+            P = X[b, labels == j, :filled]
+            if len(P):
+                within = within + ((P - P.mean(dim=0)) ** 2).sum()
+            if filled >= 2 and len(P) > 50:
+                eigenvalues = torch.linalg.eigvalsh(torch.cov(P.T))
+                elongation.append(float(eigenvalues[-1] / eigenvalues[-2]))
+        within_share.append(float(within / total))
+    assert min(within_share) < 0.05 and max(within_share) > 0.8
+    assert min(elongation) < 1.5 and max(elongation) > 8

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import torch
 import kmtlib
 from kmtbook.paper_sweep import PAPER_SEEDS, paper_plan
 from kmtlib.training import train
-from kmtlib.training.sweep import describe, execute, finished, groups, select, steps_done
+from kmtlib.training.sweep import check_plan, describe, execute, finished, groups, select, steps_done
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(n=32, batch=4, val_batches=1, eval_every=1)
@@ -105,8 +107,59 @@ def test_command_line_plan(tmp_path, capsys):
     main(["--plan", "--out", str(tmp_path), "--only", "main", "--seeds", "1,2", "--timings", timings])
     err = capsys.readouterr().err
     assert "4 run(s) in 2 group(s)" in err and "about" in err
-    with pytest.raises(SystemExit, match="--seeds must be integers"):
+    with pytest.raises(SystemExit, match="--seeds must list integers"):
         main(["--plan", "--seeds", "a,b"])
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--seeds", "1,1", "--plan"], "--seeds repeats 1"),
+        (["--seeds", "1,2,1", "--steps", "1"], "--seeds repeats 1"),
+        (["--seeds", "1", "--steps", "1", "--threads", "0"], "--threads must be >= 1, got 0"),
+        (["--seeds", "1", "--executor", "slurm", "--slurm", "{partition: gpu}", "--plan"], "--slurm is not JSON"),
+        (["--seeds", "1", "--executor", "slurm", "--slurm", "[1]", "--plan"], "--slurm must be a JSON object"),
+        (["--seeds", "1", "--slurm", '{"slurm_partition": "gpu"}', "--plan"], "--slurm applies to --executor slurm"),
+    ],
+    ids=["repeated-seed-plan", "repeated-seed", "threads-0", "slurm-not-json", "slurm-not-object", "slurm-unused"],
+)
+def test_command_line_refuses_bad_options_in_one_line_naming_them(args, said, tmp_path):
+    """Each bad option of ``python -m kmtbook.paper_sweep`` ends in one ``error:`` line naming it,
+    before the plan is printed or any folder made (not a plan of duplicate runs, not a traceback
+    from deep inside a job)."""
+    from kmtbook.paper_sweep import main
+
+    with pytest.raises(SystemExit, match=said) as refused:
+        main([*args, "--only", "onehot_seed1", "--out", str(tmp_path / "sweep")])
+    assert str(refused.value).startswith("error: ") and "\n" not in str(refused.value)
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_plan_of_two_runs_in_one_folder_is_refused(tmp_path):
+    """The mechanism refuses a plan that puts two runs into one folder (whoever planned it), before
+    anything is written."""
+    plan = select(paper_plan(seeds=[3, 3], steps=1, **TINY), ["main"])
+    with pytest.raises(ValueError, match=r"two runs of the plan in main/onehot_seed3"):
+        check_plan(plan)
+    with pytest.raises(ValueError, match=r"two runs of the plan in main/onehot_seed3"):
+        execute(plan, tmp_path / "sweep", "serial", threads=1)
+    assert not (tmp_path / "sweep").exists()
+    check_plan(select(paper_plan(seeds=[3, 4], steps=1, **TINY), ["main"]))
+
+
+def test_two_sweeps_on_one_folder_end_in_one_line(tmp_path):
+    """A sweep into a folder another process trains in: one ``error:`` line naming the folder in
+    use, no traceback."""
+    from kmtlib.training.run_folder import _run_lock
+
+    out = tmp_path / "sweep"
+    (out / "main" / "onehot_seed1").mkdir(parents=True)
+    args = ["--seeds", "1", "--only", "onehot_seed1", "--steps", "1", "--threads", "1", "--out", str(out)]
+    with _run_lock(out / "main" / "onehot_seed1"):
+        proc = subprocess.run([sys.executable, "-m", "kmtbook.paper_sweep", *args], capture_output=True, text=True)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "onehot_seed1 is in use by another training process" in last, proc.stderr
 
 
 def test_plan_time_left_counts_a_grouped_run_per_run_step(tmp_path):

@@ -31,6 +31,7 @@ from typing import Any
 
 from .config import TrainConfig
 from .group import train_group
+from .run_folder import RunInUseError
 
 EXECUTORS: tuple[str, ...] = ("serial", "local", "slurm")
 RUNS_PER_GROUP = 10
@@ -66,6 +67,16 @@ def select(runs: Iterable[PlannedRun], only: Sequence[str] = ()) -> list[Planned
     if unknown:
         raise ValueError(f"--only {', '.join(unknown)}: neither a part ({', '.join(parts)}) nor a run of the plan")
     return [r for r in runs if r.part in only or any(fnmatch.fnmatch(r.name, o) for o in only)]
+
+
+def check_plan(runs: Iterable[PlannedRun]) -> None:
+    """Refuse a plan that puts two runs into one folder (a ValueError naming it): they would be
+    one run trained twice over, or two runs writing one folder."""
+    seen: set[tuple[str, str]] = set()
+    for run in runs:
+        if (run.part, run.name) in seen:
+            raise ValueError(f"two runs of the plan in {run.part}/{run.name}: each run needs a folder of its own")
+        seen.add((run.part, run.name))
 
 
 def groups(runs: Iterable[PlannedRun], runs_per_group: int | None = None) -> list[list[PlannedRun]]:
@@ -195,6 +206,7 @@ def execute(
     with a progress bar over all their steps; ``program`` names the command in the manifests."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    check_plan(runs)
     out.mkdir(parents=True, exist_ok=True)
     todo = [g for g in groups(runs, runs_per_group) if not all(finished(r, out) for r in g)]
     bar = _progress(runs, out)
@@ -245,25 +257,50 @@ def add_options(p: argparse.ArgumentParser, out: str) -> None:
         help="a folder of finished runs whose seconds per step estimate the time left, besides OUT's own (repeatable)",
     )
     p.add_argument(
-        "--slurm", default="", help="submitit Slurm parameters as JSON, e.g. '{\"slurm_partition\": \"gpu\"}'"
+        "--slurm", default="",
+        help="with --executor slurm: submitit Slurm parameters as a JSON object, e.g. '{\"slurm_partition\": \"gpu\"}'",
     )
 
 
 def run_command(plan: Sequence[PlannedRun], args: argparse.Namespace, program: str) -> None:
     """What a sweep command does with its plan and the options of :func:`add_options`: select
-    ``--only``, print the plan, and (unless ``--plan``) run it and print it again. Bad options end
-    in one ``error:`` line (SystemExit)."""
+    ``--only``, print the plan, and (unless ``--plan``) run it and print it again. Bad options, and
+    a run folder that cannot be trained into (in use by another process, holding another run), end
+    in one ``error:`` line (SystemExit) naming what is wrong, before anything is written."""
     try:
+        check_plan(plan)
         runs = select(plan, args.only)
-        slurm = json.loads(args.slurm) if args.slurm else None
+        slurm = slurm_parameters(args.slurm, args.executor)
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
-    out = Path(args.out)
-    timings = [Path(p) for p in args.timings]
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit(f"error: --threads must be >= 1, got {args.threads}")
     if args.runs_per_group < 1:
         raise SystemExit(f"error: --runs-per-group must be >= 1, got {args.runs_per_group}")
+    out = Path(args.out)
+    timings = [Path(p) for p in args.timings]
     print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
     if args.plan:
         return
-    execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group, program=program)
+    try:
+        execute(runs, out, args.executor, args.threads, slurm, runs_per_group=args.runs_per_group, program=program)
+    except (ValueError, TypeError, OSError, RunInUseError, FloatingPointError) as exc:
+        # (as python -m kmtlib.train: a folder in use or holding another run, a full disk, divergence)
+        raise SystemExit(f"error: {exc}") from None
     print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
+
+
+def slurm_parameters(text: str, executor: str) -> dict[str, Any] | None:
+    """``--slurm``'s JSON object of submitit Slurm parameters (None when empty); a ValueError
+    naming ``--slurm`` for text that is not a JSON object, or with an executor other than slurm."""
+    if not text:
+        return None
+    if executor != "slurm":
+        raise ValueError(f"--slurm applies to --executor slurm only, not to --executor {executor}")
+    try:
+        parameters = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--slurm is not JSON ({exc}): {text!r}") from None
+    if not isinstance(parameters, dict):
+        raise ValueError(f"--slurm must be a JSON object of submitit Slurm parameters, got {text!r}")
+    return parameters
