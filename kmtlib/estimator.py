@@ -41,7 +41,7 @@ from .device import resolve_device
 from .init import init_centers
 from .lloyd import lloyd_step
 from .model_file import load_model
-from .objective import assignment_cost, nearest_center, squared_distances
+from .objective import assignment_cost, data_shift, nearest_center, squared_distances
 from .transformer import KMeansTransformer
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
@@ -139,6 +139,17 @@ class DomainMap:
 def _task(a: np.ndarray) -> torch.Tensor:
     """One task (1, m, d) in float64 on the CPU (a copy: the array may be read-only)."""
     return torch.tensor(a, dtype=torch.float64).unsqueeze(0)
+
+
+def _translation(X: np.ndarray) -> DomainMap:
+    """The map of a fixed-weight model (the theorem's): the identity, or where the data lie far
+    from the origin against their spread a shift by a centre of the data and no scaling
+    (:func:`kmtlib.objective.data_shift`), so that the model's distances keep their digits
+    (timestamps near 1.7e12, offsets of 1e9) and its centres are moved back by the same shift."""
+    shift = data_shift(_task(X))
+    if shift is None:
+        return DomainMap.identity(X.shape[1])
+    return DomainMap(X.shape[1], X.shape[1], shift[0, 0].numpy(), 1.0)
 
 
 def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
@@ -308,7 +319,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         device = resolve_device(self.device)
         model = self._resolve_model(n_clusters, n_features).to(device)
         X64 = np.asarray(X, dtype=np.float64)
-        domain = DomainMap.fit(X64, model.d) if model.config.trainable else DomainMap.identity(n_features)
+        domain = DomainMap.fit(X64, model.d) if model.config.trainable else _translation(X64)
 
         # the initial centres (n_init, k, d), in the user's space
         C0 = self._initial_centers(X64, n_clusters, n_init, check_random_state(self.random_state))
