@@ -213,6 +213,23 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     uniform: :data:`kmtlib.EMPTY_RULES`, ``"mean"``), ``KMeans`` relocates it to the point farthest
     from its centre. (``KMeans`` also stops early at a fixed point, which changes nothing.)
 
+    Exact ties differ too. A point at exactly the same distance from two or more centres is, in
+    the limit transformer, shared equally among them: the limit of soft-max over tied keys is
+    their average, so the point adds ``1/m`` of itself to each of its ``m`` tied clusters' sums
+    and ``1/m`` to their counts. ``KMeans`` and :func:`kmtlib.lloyd` give it whole to the lowest
+    index. So wherever a step meets a tie the centres differ from then on: ``[[0], [1], [2]]``
+    from ``[[0], [2]]``, one step, gives 1/3 and 5/3 here and 0.5 and 2 in ``KMeans``. The
+    layer offers no lowest-index hard map (its hard attention averages the tied keys, the
+    paper's construction), so the estimator keeps the transformer's rule. ``labels_`` and
+    ``predict`` are read from the final centres with lowest-index ties, as ``KMeans``'. Exact
+    ties need exactly equal distances: integer or gridded data have them (issue 26 found 6 of 16
+    fits on small integer grids differ), data with a continuous part almost never.
+
+    Data far from the origin: where the data lie far from it against their spread (timestamps,
+    a large offset), the fixed-weight model runs on the data shifted by a centre of the data
+    (:func:`kmtlib.objective.data_shift`; ``domain_map_.shift``) and its centres are shifted
+    back, so that its distances keep their digits as ``KMeans``' (which centres its data) do.
+
     The trained model's space (:class:`DomainMap`): the data are shifted and scaled by one number
     (mean 0.5, total variance 1.6) into 32 coordinates, so nearest centres are unchanged and
     squared distances differ by one factor.
