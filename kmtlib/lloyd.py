@@ -175,6 +175,10 @@ def lloyd(
     steps = check_int("steps", steps, minimum=0)
     check_choice("empty-cluster rule", empty, EMPTY_RULES)
     g = check_generator(generator, X.device)
+    # Two frames: this power of two keeps the sums and means of the original points in range
+    # (exact: a mean of the scaled points is the scaled mean); the distances inside _lloyd are
+    # then taken in the DistanceFrame of the (scaled) points, shifted about their centre where
+    # they lie far from the origin and rescaled once more where the centred squares need it.
     e = range_exponents(X, C0, terms=X.shape[1])
     if e is not None:
         result = _lloyd(times_power_of_two(X, -e), times_power_of_two(C0, -e), steps, empty, g)

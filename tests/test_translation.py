@@ -106,3 +106,27 @@ def test_book_tasks_are_not_shifted():
     shift = data_shift(far)
     assert shift is not None
     assert bool((shift[0] == 0).all()) and bool((shift[1] > 1e9 - 1).all())
+
+
+def test_frame_is_per_task():
+    """One batch of a book task, a task at an offset of 1e9 and one at 1e200 (whose squares need
+    the power of two too): every task gets the labels and the objective it gets alone, and the
+    book task's are bitwise those of the expansion about the origin."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.rand(3, 60, 2, generator=g, dtype=torch.float64)
+    X = torch.stack([base[0], base[1] + 1e9, base[2] * 1e191 + 1e200])
+    C = X[:, :4].clone()
+    labels, objective = nearest_center(X, C), kmeans_objective(X, C)
+    for b in range(3):
+        torch.testing.assert_close(labels[b : b + 1], nearest_center(X[b : b + 1], C[b : b + 1]), rtol=0, atol=0)
+        torch.testing.assert_close(objective[b : b + 1], kmeans_objective(X[b : b + 1], C[b : b + 1]), rtol=0, atol=0)
+    exact = ((X.unsqueeze(2) - C.unsqueeze(1)) ** 2).sum(-1)  # (these differences are exact here)
+    torch.testing.assert_close(labels[:2], exact[:2].argmin(-1), rtol=0, atol=0)
+    far = (X[2:] - 1e200) / 1e191  # (x - 1e200 is exact: Sterbenz)
+    centred = ((far.unsqueeze(2) - ((C[2:] - 1e200) / 1e191).unsqueeze(1)) ** 2).sum(-1)
+    torch.testing.assert_close(labels[2:], centred.argmin(-1), rtol=0, atol=0)
+    about_origin = torch.baddbmm(
+        (X[:1] ** 2).sum(-1, keepdim=True) + (C[:1] ** 2).sum(-1).unsqueeze(1), X[:1], C[:1].transpose(1, 2), alpha=-2.0
+    )
+    torch.testing.assert_close(labels[:1], about_origin.argmin(-1), rtol=0, atol=0)
+    assert bool(torch.isfinite(objective[:2]).all())
