@@ -23,14 +23,27 @@ def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
     return value
 
 
-def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an int; reject bools, floats and values below ``minimum``."""
+def check_int(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an int; reject bools, floats and values below ``minimum`` or above
+    ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+SEED_MAX = 2**64 - 1
+"""The largest seed a ``torch.Generator`` takes (its seed is an unsigned 64-bit integer)."""
+
+
+def check_seed(name: str, value: object) -> int:
+    """Return the seed ``value`` as an int in [0, 2^64 - 1], the range ``torch.Generator.manual_seed``
+    takes, or raise naming ``name`` and the range."""
+    return check_int(f"{name} (seed)", value, minimum=0, maximum=SEED_MAX)
 
 
 def check_positive_float(name: str, value: object, *, allow_inf: bool = False) -> float:
@@ -127,7 +140,7 @@ def check_generator(generator: object, device: torch.device, name: str = "genera
         if torch.device(generator.device).type != torch.device(device).type:
             raise ValueError(f"{name} lives on {generator.device} but the tensors are on {device}")
         return generator
-    seed = check_int(f"{name} (seed)", generator, minimum=0)
+    seed = check_seed(name, generator)
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g

@@ -18,6 +18,11 @@ that multiplication is exact, so :func:`power_of_two_exponents` finds, per task,
 that brings out-of-range data to magnitude about 1, and :func:`times_power_of_two` applies it
 (and takes it back). In-range tasks are not touched (exponent 0).
 
+Offset. The expanded square also loses every digit of data far from the origin against their
+spread (timestamps near 1.7e12 a few seconds apart): its error is ``eps ||x||^2``, not
+``eps ||x - c||^2``. :class:`kmtlib.objective.DistanceFrame` therefore shifts such tasks by a
+centre of the data before the power of two above is chosen (shift, then scale).
+
 Scores and their size. :func:`euclidean_scores` (the paper's Euclidean attention, by the expansion
 or from the differences), :func:`times_gamma` (an inverse temperature above the dtype's range),
 :func:`by_query_chunks` and :data:`MAX_SCORE_ELEMENTS` (the one size cap of a score block): shared

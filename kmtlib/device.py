@@ -11,6 +11,8 @@ import os
 
 import torch
 
+from ._checks import check_seed
+
 DEVICE_ENV = "KMT_DEVICE"
 
 
@@ -44,7 +46,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
-    """A ``torch.Generator`` on ``device`` seeded with ``seed`` (same seed, same device, same numbers)."""
+    """A ``torch.Generator`` on ``device`` seeded with ``seed`` (same seed, same device, same numbers;
+    an integer in [0, 2^64 - 1], else a ValueError naming ``seed`` and the range)."""
     g = torch.Generator(device=torch.device(device))
-    g.manual_seed(int(seed))
+    g.manual_seed(check_seed("seed", seed))
     return g

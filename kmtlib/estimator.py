@@ -41,7 +41,7 @@ from .device import resolve_device
 from .init import init_centers
 from .lloyd import lloyd_step
 from .model_file import load_model
-from .objective import assignment_cost, nearest_center, squared_distances
+from .objective import assignment_cost, data_shift, nearest_center, squared_distances
 from .transformer import KMeansTransformer
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
@@ -141,6 +141,17 @@ def _task(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, dtype=torch.float64).unsqueeze(0)
 
 
+def _translation(X: np.ndarray) -> DomainMap:
+    """The map of a fixed-weight model (the theorem's): the identity, or where the data lie far
+    from the origin against their spread a shift by a centre of the data and no scaling
+    (:func:`kmtlib.objective.data_shift`), so that the model's distances keep their digits
+    (timestamps near 1.7e12, offsets of 1e9) and its centres are moved back by the same shift."""
+    shift = data_shift(_task(X))
+    if shift is None:
+        return DomainMap.identity(X.shape[1])
+    return DomainMap(X.shape[1], X.shape[1], shift[0, 0].numpy(), 1.0)
+
+
 def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
     """The nearest centre of every point (ties: lowest index) and the sum of squared distances
     to it, computed in float64 from the differences (the quantities of ``KMeans``)."""
@@ -201,6 +212,23 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     moves the centre of an empty cluster to the mean of all points (its centre attention becomes
     uniform: :data:`kmtlib.EMPTY_RULES`, ``"mean"``), ``KMeans`` relocates it to the point farthest
     from its centre. (``KMeans`` also stops early at a fixed point, which changes nothing.)
+
+    Exact ties differ too. A point at exactly the same distance from two or more centres is, in
+    the limit transformer, shared equally among them: the limit of soft-max over tied keys is
+    their average, so the point adds ``1/m`` of itself to each of its ``m`` tied clusters' sums
+    and ``1/m`` to their counts. ``KMeans`` and :func:`kmtlib.lloyd` give it whole to the lowest
+    index. So wherever a step meets a tie the centres differ from then on: ``[[0], [1], [2]]``
+    from ``[[0], [2]]``, one step, gives 1/3 and 5/3 here and 0.5 and 2 in ``KMeans``. The
+    layer offers no lowest-index hard map (its hard attention averages the tied keys, the
+    paper's construction), so the estimator keeps the transformer's rule. ``labels_`` and
+    ``predict`` are read from the final centres with lowest-index ties, as ``KMeans``'. Exact
+    ties need exactly equal distances: integer or gridded data have them (issue 26 found 6 of 16
+    fits on small integer grids differ), data with a continuous part almost never.
+
+    Data far from the origin: where the data lie far from it against their spread (timestamps,
+    a large offset), the fixed-weight model runs on the data shifted by a centre of the data
+    (:func:`kmtlib.objective.data_shift`; ``domain_map_.shift``) and its centres are shifted
+    back, so that its distances keep their digits as ``KMeans``' (which centres its data) do.
 
     The trained model's space (:class:`DomainMap`): the data are shifted and scaled by one number
     (mean 0.5, total variance 1.6) into 32 coordinates, so nearest centres are unchanged and
@@ -308,7 +336,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         device = resolve_device(self.device)
         model = self._resolve_model(n_clusters, n_features).to(device)
         X64 = np.asarray(X, dtype=np.float64)
-        domain = DomainMap.fit(X64, model.d) if model.config.trainable else DomainMap.identity(n_features)
+        domain = DomainMap.fit(X64, model.d) if model.config.trainable else _translation(X64)
 
         # the initial centres (n_init, k, d), in the user's space
         C0 = self._initial_centers(X64, n_clusters, n_init, check_random_state(self.random_state))

@@ -8,6 +8,7 @@ from ._checks import check_centers, check_choice, check_generator, check_int, ch
 from ._numerics import times_power_of_two
 from .kernels.scratch import Scratch
 from .objective import (
+    DistanceFrame,
     assignment_cost_rows,
     center_rows,
     coordinate_major,
@@ -153,7 +154,10 @@ def lloyd(
     or centres above about 1e19 in float32, 1e154 in float64, or tiny ones) runs on its data
     divided by a power of two, which changes no assignment and no mean (the division is exact),
     and its centres and objective are multiplied back; an objective beyond the dtype's largest
-    number is ``inf``.
+    number is ``inf``. At any offset: the assignments and the objective are computed about a
+    centre of the data where the data lie far from the origin against their spread
+    (:class:`~kmtlib.objective.DistanceFrame`: millisecond timestamps or an offset of 1e9 get the
+    labels they get near the origin), while every centre is a mean of the original points.
 
     Args:
         X: points (B, n, d), float32 or float64.
@@ -171,6 +175,10 @@ def lloyd(
     steps = check_int("steps", steps, minimum=0)
     check_choice("empty-cluster rule", empty, EMPTY_RULES)
     g = check_generator(generator, X.device)
+    # Two frames: this power of two keeps the sums and means of the original points in range
+    # (exact: a mean of the scaled points is the scaled mean); the distances inside _lloyd are
+    # then taken in the DistanceFrame of the (scaled) points, shifted about their centre where
+    # they lie far from the origin and rescaled once more where the centred squares need it.
     e = range_exponents(X, C0, terms=X.shape[1])
     if e is not None:
         result = _lloyd(times_power_of_two(X, -e), times_power_of_two(C0, -e), steps, empty, g)
@@ -184,8 +192,14 @@ def lloyd(
 def _lloyd(
     X: torch.Tensor, C0: torch.Tensor, steps: int, empty: str, g: torch.Generator | None
 ) -> ClusteringResult:
-    """:func:`lloyd` on checked inputs whose squares are in range."""
+    """:func:`lloyd` on checked inputs whose sums are in range: the means are taken of X, the
+    assignments and the objective in the distance frame of X (the identity on the book's tasks)."""
     k = C0.shape[1]
+    frame = DistanceFrame.of(X, C0, terms=X.shape[1])
+    if frame.identity:
+        Y, to_frame = X, None
+    else:
+        Y, to_frame = frame.to_frame(X), frame.to_frame
     centers = [C0]
     objective = []
     n_empty = []
@@ -194,21 +208,23 @@ def _lloyd(
     overall_mean = X.mean(dim=1, keepdim=True) if empty == "mean" else None
     # every assignment reads the points transposed: lay them out that way once; the large
     # temporaries of every step live in the same scratch memory
-    XT = coordinate_major(X)
+    YT = coordinate_major(Y)
     scratch = Scratch()
-    labels = nearest_center_coordinate_major(XT, C, scratch)
+    D = C if to_frame is None else to_frame(C)  # the centres in the frame
+    labels = nearest_center_coordinate_major(YT, D, scratch)
     for _ in range(steps):
         rows = center_rows(labels, k)
-        objective.append(assignment_cost_rows(X, C, rows, scratch))
+        objective.append(assignment_cost_rows(Y, D, rows, scratch))
         C, counts = _move_centers(X, labels, rows, C, empty, g, overall_mean)
         n_empty.append((counts == 0).sum(dim=1))
         centers.append(C)
-        labels = nearest_center_coordinate_major(XT, C, scratch)
-    objective.append(assignment_cost_rows(X, C, center_rows(labels, k), scratch))
+        D = C if to_frame is None else to_frame(C)
+        labels = nearest_center_coordinate_major(YT, D, scratch)
+    objective.append(assignment_cost_rows(Y, D, center_rows(labels, k), scratch))
     B = X.shape[0]
     return ClusteringResult(
         centers=torch.stack(centers, dim=1),
         labels=labels,
-        objective=torch.stack(objective, dim=1),
+        objective=frame.squares_back(torch.stack(objective, dim=1)),
         n_empty=torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_centers, check_points, check_positive_float
+from ._numerics import times_gamma
 from .objective import _squared_distances, squared_distances
 
 
@@ -59,11 +60,14 @@ def _soft_weighted_beyond_range(dist: torch.Tensor, inv_temperature: float) -> t
     the dtype's largest value, as limits instead of NaN: the soft-max of each point is taken
     relative to its nearest centre (the same weights, mathematically), a distance beyond the
     range gets weight 0 and adds nothing (its term ``D exp(-t D) / Z`` tends to 0), and a point
-    whose every distance is beyond the range adds inf (its true term exceeds the range)."""
+    whose every distance is beyond the range adds inf (its true term exceeds the range). An
+    inverse temperature above the dtype's largest number (1e39 in float32) is applied in
+    representable factors (:func:`~kmtlib._numerics.times_gamma`): the weights go to the nearest
+    centres, the limit, and the sum to the k-means objective."""
     finite = torch.isfinite(dist)
     nearest = torch.where(finite, dist, torch.finfo(dist.dtype).max).amin(dim=-1, keepdim=True)
     relative = torch.where(finite, dist - nearest, torch.inf)  # >= 0 and finite where dist is
-    weights = torch.softmax(relative * (-inv_temperature), dim=-1)  # the row's nearest has weight > 0
+    weights = torch.softmax(times_gamma(-relative, inv_temperature), dim=-1)  # the row's nearest has weight > 0
     terms = torch.where(weights > 0, weights * dist, torch.zeros((), dtype=dist.dtype, device=dist.device))
     lost = ~finite.any(dim=-1)  # (B, n): no distance in range
     per_point = torch.where(lost, torch.inf, terms.sum(-1))

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 from ._checks import check_choice, check_generator, check_int, check_positive_float
+from ._numerics import times_gamma
 
 Sampler = Callable[[torch.Tensor, torch.Generator | None], torch.Tensor]
 
@@ -76,6 +77,40 @@ def _minmax_rescale(X: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tenso
     return tuple(torch.where(span > 0, (t - lo) / safe, torch.zeros_like(t)) for t in (X, *others))
 
 
+def _beyond_range(
+    X: torch.Tensor,
+    means: torch.Tensor,
+    located: torch.Tensor,
+    locations: torch.Tensor,
+    noise: torch.Tensor,
+    scale: float,
+    exponentiate: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rescaled tasks (and means) where the direct computation overflowed (``scale * noise``
+    or, for ``lognormal``, its exponential beyond the dtype's largest number: ``scale=1e300``, or
+    a lognormal ``scale`` of about 100 in float32), computed finitely; the other tasks as they are.
+
+    The min-max rescaling does not change when a task is multiplied by a positive number, so the
+    tasks are drawn as ``located / scale + noise`` (times ``1/scale``), and a lognormal task as
+    ``exp(scale (z - M))`` with ``z = located / scale + noise`` and ``M`` the task's largest ``z``
+    per coordinate (times ``exp(-scale M)``): the same points after the rescaling, with values in
+    range. A value still not finite raises, naming ``scale``."""
+    z, centre = located / scale + noise, locations / scale
+    if exponentiate:
+        top = torch.maximum(z.amax(dim=1, keepdim=True), centre.amax(dim=1, keepdim=True))
+        z, centre = times_gamma(z - top, scale), times_gamma(centre - top, scale)
+        z, centre = z.exp(), centre.exp()
+    Xa, ma = _minmax_rescale(z, centre)
+    bad = ~torch.isfinite(X).flatten(1).all(dim=1).view(-1, 1, 1)
+    X, means = torch.where(bad, Xa, X), torch.where(bad, ma, means)
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError(
+            f"scale={scale!r} is beyond the range of {X.dtype}: the points overflow (largest number "
+            f"{torch.finfo(X.dtype).max:.3g}); use a smaller scale"
+        )
+    return X, means
+
+
 def check_task_arguments(
     batch: int, n: int, d: int, k: int, dtype: torch.dtype, generator: torch.Generator | int | None, device
 ) -> tuple[tuple[int, int, int, int], torch.device, torch.Generator | None]:
@@ -127,11 +162,14 @@ def sample_tasks(
     locations = torch.rand(batch, k, d, generator=g, device=device, dtype=dtype)
     components = torch.randint(0, k, (batch, n), generator=g, device=device)
     noise = noise_sampler(torch.empty(batch, n, d, device=device, dtype=dtype), g)
-    X = torch.gather(locations, 1, components.unsqueeze(-1).expand(batch, n, d)) + scale * noise
+    located = torch.gather(locations, 1, components.unsqueeze(-1).expand(batch, n, d))
+    X = located + scale * noise
     means = locations
     if exponentiate:
         X, means = X.exp(), locations.exp()
     X, means = _minmax_rescale(X, means)
+    if not bool(torch.isfinite(X).all()):
+        X, means = _beyond_range(X, means, located, locations, noise, scale, exponentiate)
     if return_mixture:
         return X, Mixture(means=means, components=components)
     return X

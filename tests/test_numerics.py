@@ -327,3 +327,15 @@ def test_smoothed_objective_beyond_the_range_is_a_limit_not_nan(dtype, scale):
     # an inverse temperature whose product with the distances overflows: the hard limit
     hard = kmtlib.smoothed_objective(X * scale, C * scale, inv_temperature=1e30 if dtype == torch.float32 else 1e300)
     torch.testing.assert_close(hard[fits], exact[fits], rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("inv_temperature", [1e39, 1e300])
+def test_smoothed_objective_beyond_the_dtypes_temperature_is_the_kmeans_objective(dtype, inv_temperature):
+    """An inverse temperature above the dtype's largest number (1e39 in float32) is the limit:
+    the k-means objective, not 0."""
+    X = kmtlib.sample_tasks(3, 50, 2, 3, generator=0, dtype=dtype)
+    C = kmtlib.sample_tasks(3, 3, 2, 3, generator=1, dtype=dtype)
+    loss = kmtlib.smoothed_objective(X, C, inv_temperature=inv_temperature)
+    torch.testing.assert_close(loss, kmtlib.kmeans_objective(X, C))
+    assert bool((loss > 0).all())

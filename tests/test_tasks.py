@@ -147,6 +147,33 @@ def test_scale_controls_the_spread():
     assert mean_distance(0.01) < 0.5 * mean_distance(0.1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("scale", [1e2, 1e30, 1e300])
+def test_large_scale_gives_finite_tasks(family, dtype, scale):
+    """Where scale * noise (or its exponential, lognormal) overflows, the task is computed in a
+    form that does not (min-max rescaling ignores a positive factor): finite points in [0, 1]."""
+    X, mixture = sample_tasks(8, 200, 3, 4, family=family, scale=scale, generator=0, dtype=dtype, return_mixture=True)
+    assert bool(torch.isfinite(X).all()) and bool(torch.isfinite(mixture.means).all())
+    assert bool((X.amax(dim=1) == 1).all()) and bool((X.amin(dim=1) == 0).all())
+
+
+def test_large_scale_same_points_as_the_direct_form():
+    """A float32 lognormal scale whose exponential overflows (scale 100) gives, up to rounding,
+    the tasks of the direct form computed in float64 from the same float32 draws."""
+    B, n, d, k, scale = 4, 100, 2, 3, 100.0
+    X32 = sample_tasks(B, n, d, k, family="lognormal", scale=scale, generator=3, dtype=torch.float32)
+    g = torch.Generator().manual_seed(3)  # (the draws of sample_tasks, in its order)
+    locations = torch.rand(B, k, d, generator=g, dtype=torch.float32)
+    components = torch.randint(0, k, (B, n), generator=g)
+    noise = torch.empty(B, n, d, dtype=torch.float32).normal_(generator=g)
+    Z = torch.gather(locations, 1, components.unsqueeze(-1).expand(B, n, d)).double() + scale * noise.double()
+    assert not bool(torch.isfinite(Z.float().exp()).all())  # (the direct form overflows float32)
+    direct = Z.exp()
+    lo, hi = direct.amin(dim=1, keepdim=True), direct.amax(dim=1, keepdim=True)
+    np.testing.assert_allclose(X32.numpy(), ((direct - lo) / (hi - lo)).numpy(), rtol=0, atol=1e-5)
+
+
 @requires_cuda
 @pytest.mark.cuda
 def test_sampling_on_cuda():

@@ -250,6 +250,21 @@ def test_negative_seed():
         sample_tasks(2, 5, 2, 2, generator=-1)
 
 
+@pytest.mark.parametrize("seed", [2**64, 2**70])
+def test_seed_beyond_64_bits_names_generator_and_range(seed):
+    with pytest.raises(ValueError, match=r"generator \(seed\) must be <= 18446744073709551615"):
+        sample_tasks(2, 5, 2, 2, generator=seed)
+    with pytest.raises(ValueError, match=r"generator \(seed\) must be <= 18446744073709551615"):
+        init_centers(_X(), 2, generator=seed)
+    with pytest.raises(ValueError, match=r"seed \(seed\) must be <= 18446744073709551615"):
+        kmtlib.make_generator(seed)
+
+
+def test_largest_seed_is_accepted():
+    assert sample_tasks(1, 5, 2, 2, generator=2**64 - 1).shape == (1, 5, 2)
+    assert isinstance(kmtlib.make_generator(2**64 - 1), torch.Generator)
+
+
 def test_generator_of_wrong_type():
     with pytest.raises(TypeError, match=r"generator \(seed\) must be an integer"):
         init_centers(_X(), 2, generator=1.5)
