@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .device import resolve_device
-from .frame import data_unit, principal_frame
+from .frame import data_unit, frame_turns, principal_frame
 from .init import init_centers
 from .lloyd import lloyd_step
 from .model_file import load_model
@@ -146,6 +146,10 @@ class DomainMap:
         scale = float(np.sqrt(total / TARGET_TOTAL_VARIANCE)) if total > 0 else 1.0
         return cls(X.shape[1], width, mean, scale, axes, CENTRE)
 
+    def turned(self, Q: np.ndarray | None) -> DomainMap:
+        """The same map with the frame turned by the orthogonal Q (r, r) (None: unchanged)."""
+        return self if Q is None or self.axes is None else dataclasses.replace(self, axes=self.axes @ Q)
+
     def scaled(self, unit: float) -> DomainMap:
         """The same map for the data multiplied by ``unit``."""
         return dataclasses.replace(self, mean=self.mean * unit, scale=self.scale * unit)
@@ -216,6 +220,11 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         sample_size: for a trained model, the number m of points it runs on (default
             :data:`SAMPLE_SIZE` = 1024; ``None``: all of them): a sample drawn from ``random_state``
             without replacement where n > m; the read-out and the labels are over all points.
+        frames: for a trained model, the number of frames it runs in, every seeding in each: the
+            data's own frame and ``frames - 1`` fixed rotations of it (the same for every data
+            set, so the result still does not depend on the user's axes); the run of lowest
+            inertia is kept. The layer is not equivariant to rotations, and its inertia from one
+            start can differ by up to 1.8x between frames (issue 26); more frames cost as many runs.
         readout: for a trained model, how its clustering is read out: ``"means"`` (default): after
             the T trained steps every centre moves to the mean of the training points nearest to it
             (one hard k-means step in float64, the step of Theorem 2.1's layer, so that every centre
@@ -299,6 +308,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         steps: int = 20,
         readout: str = "means",
         sample_size: int | None = SAMPLE_SIZE,
+        frames: int = 1,
         random_state: int | np.random.RandomState | None = None,
         device: str = "cpu",
     ) -> None:
@@ -309,6 +319,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.steps = steps
         self.readout = readout
         self.sample_size = sample_size
+        self.frames = frames
         self.random_state = random_state
         self.device = device
 
@@ -389,15 +400,12 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         if not isinstance(self.init, str):
             C0 = C0 / unit
 
-        # into the model's domain, in its dtype (a trained model: on a sample of the points)
+        # into the model's domain (a trained model: on a sample of the points, in each frame)
         points = X64[self._sample(n_samples, m, random_state)]
-        Xm = torch.as_tensor(domain.to_model(points), dtype=dtype, device=device)
-        C0m = torch.as_tensor(np.stack([domain.to_model(c) for c in C0]), dtype=dtype, device=device)
-        with torch.inference_mode():
-            final = self._run(model, Xm, C0m, steps, domain.reduced).to(device="cpu", dtype=torch.float64)
+        domains = [domain.turned(Q) for Q in frame_turns(domain.reduced, self._frames(model))]
+        runs = [c for dm in domains for c in self._run_in(dm, model, points, C0, steps)]
 
-        # back to the user's space; keep the seeding of lowest inertia
-        runs = [domain.to_user(c) for c in final.numpy()]
+        # back to the user's space; keep the run (frame and seeding) of lowest inertia
         if model.config.trainable and self.readout == "means":
             runs = [means_readout(X64, c) for c in runs]
         runs = [(c * unit).astype(X.dtype, copy=False) for c in runs]
@@ -407,8 +415,28 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.labels_, self.inertia_ = scores[best]
         self.n_iter_ = steps
         # (a fixed-weight model: the identity, the data as given up to the exact power of two)
+        domain = domains[best // len(C0)]
         self.domain_map_ = domain.scaled(unit) if model.config.trainable else domain
         return self
+
+    def _frames(self, model: KMeansTransformer) -> int:
+        """The number of frames a model runs in (``frames``; a fixed-weight model: its own only)."""
+        frames = self.frames
+        if isinstance(frames, bool) or not isinstance(frames, numbers.Integral) or frames < 1:
+            raise ValueError(f"frames must be an integer >= 1, got {frames!r}")
+        return int(frames) if model.config.trainable else 1
+
+    def _run_in(
+        self, domain: DomainMap, model: KMeansTransformer, points: np.ndarray, C0: np.ndarray, steps: int
+    ) -> list[np.ndarray]:
+        """The final centres of every seeding C0 (B, k, d) after ``steps`` steps of ``model`` on
+        ``points`` mapped into its domain by ``domain``, mapped back (a list of B (k, d))."""
+        like = next(model.parameters())
+        Xm = torch.as_tensor(domain.to_model(points), dtype=like.dtype, device=like.device)
+        C0m = torch.as_tensor(np.stack([domain.to_model(c) for c in C0]), dtype=like.dtype, device=like.device)
+        with torch.inference_mode():
+            final = self._run(model, Xm, C0m, steps, domain.reduced).to(device="cpu", dtype=torch.float64)
+        return [domain.to_user(c) for c in final.numpy()]
 
     def _prepare(self, X: Any, reset: bool) -> np.ndarray:
         """The data as scikit-learn accepts them (lists, views, negative strides, Fortran order,

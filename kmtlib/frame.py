@@ -130,3 +130,15 @@ def data_unit(X: np.ndarray) -> float:
     if top == 0.0 or not np.isfinite(top):
         return 1.0
     return float(np.ldexp(1.0, int(np.frexp(top)[1])))
+
+
+def frame_turns(r: int, count: int) -> list[np.ndarray | None]:
+    """``count`` turns of an r-dimensional frame: None (the frame itself), then fixed rotations
+    (r, r) drawn uniformly (QR of a Gaussian matrix with the signs of R's diagonal, seeded by
+    their index): the same for every data set, so a frame turned by them still turns with the
+    user's features."""
+    turns: list[np.ndarray | None] = [None]
+    for i in range(1, count):
+        Q, R = np.linalg.qr(np.random.default_rng(i).normal(size=(r, r)))
+        turns.append(Q * np.sign(np.diag(R)))
+    return turns

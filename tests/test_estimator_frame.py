@@ -89,6 +89,29 @@ def test_one_feature_on_another_scale_is_the_frame_of_the_data():
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
 
 
+def test_isotropic_data_and_more_frames_are_the_same_in_any_axes():
+    """Where the principal axes are not defined (whitened data: every variance equal), the frame
+    comes from the farthest points, and the fit is still the same in any axes; so is a fit in
+    several frames (fixed turns of the data's frame), which keeps the best run, never worse
+    than the data's own frame alone."""
+    X, _ = make_blobs(300, centers=5, n_features=4, random_state=1)
+    X = X - X.mean(axis=0)
+    X = X @ np.linalg.inv(np.linalg.cholesky(np.cov(X.T, bias=True))).T
+    rng = np.random.default_rng(8)
+    C0 = X[rng.choice(len(X), 5, replace=False)]
+    one = TransformerKMeans(5, init=C0).fit(X)
+    three = TransformerKMeans(5, init=C0, frames=3).fit(X)
+    assert three.inertia_ <= one.inertia_
+    for name, T in _transforms(4, rng).items():
+        for ref, frames in ((one, 1), (three, 3)):
+            est = TransformerKMeans(5, init=C0 @ T, frames=frames).fit(X @ T)
+            np.testing.assert_array_equal(est.labels_, ref.labels_, err_msg=name)
+            assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9), name
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="frames must be an integer >= 1"):
+            TransformerKMeans(5, frames=bad).fit(X)
+
+
 # ----------------------------------------------------------------------------- what scikit-learn accepts
 def test_accepts_every_array_sklearn_accepts():
     """Views, negative strides (``X[:, ::-1]``, refused before with torch's message), Fortran order,
