@@ -99,7 +99,7 @@ def test_theorem_model_is_sklearn_lloyd(name):
     np.testing.assert_allclose(est.inertia_, km.inertia_, rtol=1e-12)
     assert est.n_iter_ == steps and est.cluster_centers_.dtype == np.float64
     # the theorem model runs on the data as given
-    assert est.domain_map_.pca is None and est.domain_map_.scale == 1.0 and not est.domain_map_.shift.any()
+    assert est.domain_map_.axes is None and est.domain_map_.scale == 1.0 and not est.domain_map_.mean.any()
 
 
 def test_predict_transform_score_agree_with_kmeans_formulas():
@@ -123,17 +123,20 @@ def test_isotropic_map_is_invertible_and_padding_keeps_distances():
     X = rng.normal(size=(120, 5)) * [1.0, 10.0, 0.1, 3.0, 1e3] + 50.0
     est = TransformerKMeans(4, random_state=0, readout="layer").fit(X)
     dm = est.domain_map_
-    assert dm.pca is None and dm.width == 32 and dm.reduced == 5
+    assert dm.axes.shape == (5, 5) and dm.width == 32 and dm.reduced == 5
+    np.testing.assert_allclose(dm.axes.T @ dm.axes, np.eye(5), rtol=0, atol=1e-12)
     Z = dm.to_model(X)
     # the mean to 0.5 in the filled coordinates, the total variance to 1.6, the padding zero
     assert Z.shape == (120, 32) and not Z[:, 5:].any()
     np.testing.assert_allclose(Z[:, :5].mean(axis=0), CENTRE, rtol=0, atol=1e-12)
     assert ((Z - Z.mean(axis=0)) ** 2).sum(axis=1).mean() == pytest.approx(TARGET_TOTAL_VARIANCE, rel=1e-12)
     assert dm.scale == pytest.approx(np.sqrt(X.var(axis=0).sum() / TARGET_TOTAL_VARIANCE), rel=1e-12)
-    # the same map as the broad training tasks go through (kmtlib.broad_tasks.spread_normalise)
+    # the same shift and scale as the broad training tasks go through (kmtlib.broad_tasks.spread_normalise),
+    # in the data's principal axes
     padded = torch.zeros(1, 120, 32, dtype=torch.float64)
     padded[0, :, :5] = torch.from_numpy(X)
-    np.testing.assert_allclose(spread_normalise(padded, torch.tensor([5]))[0].numpy(), Z, rtol=0, atol=1e-12)
+    spread = spread_normalise(padded, torch.tensor([5]))[0].numpy()
+    np.testing.assert_allclose((spread[:, :5] - CENTRE) @ dm.axes, Z[:, :5] - CENTRE, rtol=0, atol=1e-12)
     # exactly invertible (up to rounding): points and centres come back
     np.testing.assert_allclose(dm.to_user(Z), X, rtol=1e-13, atol=1e-13 * np.abs(X).max())
     C = est.cluster_centers_
@@ -151,7 +154,7 @@ def test_high_dimensional_data_go_through_pca():
     X, _ = make_blobs(150, n_features=60, centers=3, random_state=4)
     est = TransformerKMeans(3, random_state=0, readout="layer").fit(X)
     dm = est.domain_map_
-    assert dm.pca is not None and dm.pca.n_components_ == 32 and dm.reduced == dm.width == 32
+    assert dm.axes.shape == (60, 32) and dm.reduced == dm.width == 32
     # centres and inertia in the original 60-dimensional space
     C = est.cluster_centers_
     assert C.shape == (3, 60)
@@ -179,7 +182,7 @@ def test_which_map_each_dimension_gets(d, pca, reduced):
     (fewer where there are fewer points: then the PCA loses nothing)."""
     X = np.random.default_rng(d).normal(size=(50, d))
     dm = TransformerKMeans(2, random_state=0).fit(X).domain_map_
-    assert (dm.pca is not None) == pca and dm.reduced == reduced and dm.width == 32
+    assert (dm.axes.shape[0] > dm.axes.shape[1]) == pca and dm.reduced == reduced and dm.width == 32
     small = TransformerKMeans(2, random_state=0).fit(X[:10]).domain_map_
     assert small.reduced == (min(d, 10) if pca else d)
 

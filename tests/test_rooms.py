@@ -46,6 +46,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.reference.trimmed": "maths",
     "kmtlib.theorems": "maths",  # (the theorems' weight matrices: plain tensors)
     "kmtlib.chunks": "maths",  # (work on a batch a slice at a time: imports only torch)
+    "kmtlib.frame": "maths",  # (the data's own frame: principal axes with a sign rule, numpy only)
     # kernels: leaves (tensors in, tensors out), beside the formulas they replace
     "kmtlib.kernels": "kernels",
     "kmtlib.kernels.euclidean_softmax": "kernels",
