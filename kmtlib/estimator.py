@@ -52,10 +52,25 @@ READOUTS: tuple[str, ...] = ("means", "layer")
 points nearest to it: one hard k-means step, the step Theorem 2.1's layer makes) or ``"layer"``
 (the centres as the last trained step left them)."""
 
-INITS: tuple[str, ...] = ("k-means++", "random")
-"""The seeding methods by name (scikit-learn's spelling); an array of centres is also accepted."""
+INITS: tuple[str, ...] = ("k-means++", "d2", "random")
+"""The seeding methods by name: ``"k-means++"`` (scikit-learn's greedy k-means++, its spelling),
+``"d2"`` (plain D^2 sampling, the k-means++ of the paper's Fig. 4c) and ``"random"``; an array of
+centres is also accepted."""
 
-_KMTLIB_INIT = {"k-means++": "kmeans++", "random": "random"}
+_KMTLIB_INIT: dict[str, tuple[str, int | None]] = {"k-means++": ("kmeans++", None), "d2": ("kmeans++", 1),
+                                                   "random": ("random", 1)}  # fmt: skip
+"""Each name's :func:`kmtlib.init_centers` method and ``n_local_trials`` (None: greedy)."""
+
+POLISHES: tuple[object, ...] = ("auto", True, False)
+"""``polish``: Lloyd to a fixed point after the model (True), not (False), or for a trained model
+only ("auto", the default: a fixed-weight model is Theorem 2.1's Lloyd and stays ``KMeans`` of
+``max_iter=steps``)."""
+
+POLISH_MAX_ITER = 300
+"""The most Lloyd steps of the polish (``KMeans``' default ``max_iter``)."""
+
+LEARNED_K_RANGE = (2, 32)
+"""The numbers of clusters the shipped layer was trained at (``kmtlib/pretrained/README.md``)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -141,6 +156,13 @@ def _task(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, dtype=torch.float64).unsqueeze(0)
 
 
+def _check_integer(name: str, value: object, minimum: int, alternatives: str = "") -> int:
+    """``value`` as an int, or a ValueError naming the parameter (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be {alternatives}an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
     """The nearest centre of every point (ties: lowest index) and the sum of squared distances
     to it, computed in float64 from the differences (the quantities of ``KMeans``)."""
@@ -156,6 +178,34 @@ def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return lloyd_step(_task(X), _task(centers), empty="keep")[0][0].numpy()
 
 
+def polish(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
+    """Lloyd's algorithm in float64 from centres (B, k, d) on the points X (n, d), all B starts at
+    once, until no label changes (a fixed point: every centre the mean of the points nearest to it)
+    or ``max_iter`` steps; a centre nearest to no point stays (``empty="keep"``). The distances are
+    taken about the data's mean (nothing else changes), so data far from the origin lose no digits."""
+    mean = X.mean(axis=0)
+    Xt = _task(X - mean).expand(centers.shape[0], *X.shape)
+    C = torch.as_tensor(centers - mean, dtype=torch.float64)
+    labels = None
+    for _ in range(max_iter):
+        C, new, _counts = lloyd_step(Xt, C, empty="keep")
+        if labels is not None and torch.equal(new, labels):
+            break
+        labels = new
+    return C.numpy() + mean
+
+
+def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """The inertia (B,) of every set of centres (B, k, d) on the points X (n, d), in float64."""
+    return np.array([labels_inertia(X, c)[1] for c in centers])
+
+
+def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Per start, the model's centres, or its seeding's where these have the lower inertia on X."""
+    worse = inertias(X, runs) > inertias(X, seeds)
+    return np.where(worse[:, None, None], seeds, runs)
+
+
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
     """k-means clustering by a k-means transformer, with scikit-learn's ``KMeans`` interface.
 
@@ -168,12 +218,15 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             changed). A trained model (``config.trainable``) runs on the data mapped into its
             domain by :class:`DomainMap` (any d); a fixed-weight one runs on the data as given and
             must have the data's d. A model of one fixed k must have ``k == n_clusters``.
-        init: ``"k-means++"`` (D^2 seeding), ``"random"`` (a uniform random k-subset of the
+        init: ``"k-means++"`` (scikit-learn's greedy k-means++: ``2 + int(ln k)`` D^2 candidates per
+            centre, the one that lowers the potential most kept), ``"d2"`` (plain D^2 sampling, the
+            k-means++ of the paper's Fig. 4c), ``"random"`` (a uniform random k-subset of the
             points) or an array (n_clusters, n_features) of initial centres in the user's space.
             Seeding runs in the user's space (float64), so every model starts from the same centres.
         n_init: the number of seedings; the run with the lowest inertia is kept. All of them run
-            through the model in one batched call. With an array ``init``, only 1 is meaningful
-            (another value warns and uses 1, as ``KMeans``).
+            through the model in one batched call. ``"auto"`` (default) as ``KMeans``: 1 for
+            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"``. With an array ``init``,
+            only 1 is meaningful (another value warns and uses 1, as ``KMeans``).
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
         readout: for a trained model, how its clustering is read out: ``"means"`` (default): after
             the T trained steps every centre moves to the mean of the training points nearest to it
@@ -181,6 +234,14 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
             the centres as the trained steps leave them (soft attention puts them between their
             points and the others'). A fixed-weight model's centres are already means: it ignores this.
+            For a trained model, each start's result is then compared with its own seeding, and the
+            seeding's centres are kept where they have the lower inertia: the result is never worse
+            than the seeding it started from.
+        polish: ``True``: after the model (and read-out), Lloyd's algorithm in float64 from its
+            centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`polish`),
+            so the result is a k-means fixed point as ``KMeans``' is; ``False``: none; ``"auto"``
+            (default): for a trained model only (a fixed-weight model is Theorem 2.1's Lloyd, left
+            equal to ``KMeans(max_iter=steps)``). ``n_iter_`` counts the model's steps only.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
             torch generator of the seeding is seeded from it, so the same state gives the same result.
         device: ``"cpu"`` or ``"cuda"`` (``"auto"`` and ``"cuda:N"`` as :func:`kmtlib.resolve_device`).
@@ -229,9 +290,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         *,
         model: str | os.PathLike | KMeansTransformer = "learned",
         init: str | np.ndarray = "k-means++",
-        n_init: int = 1,
+        n_init: int | str = "auto",
         steps: int = 20,
         readout: str = "means",
+        polish: bool | str = "auto",
         random_state: int | np.random.RandomState | None = None,
         device: str = "cpu",
     ) -> None:
@@ -241,33 +303,56 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.n_init = n_init
         self.steps = steps
         self.readout = readout
+        self.polish = polish
         self.random_state = random_state
         self.device = device
 
     # ------------------------------------------------------------------ parameters
     def _check_params(self, n_samples: int, n_features: int) -> tuple[int, int, int]:
-        """Validate the integers and the init; return (n_clusters, n_init, steps)."""
-        for name, minimum in (("n_clusters", 1), ("n_init", 1), ("steps", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        """Validate the parameters; return (n_clusters, n_init, steps) (``n_init`` resolved)."""
+        for name, minimum in (("n_clusters", 1), ("steps", 0)):
+            _check_integer(name, getattr(self, name), minimum)
         if n_samples < self.n_clusters:
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
         if not isinstance(self.readout, str) or self.readout not in READOUTS:
             raise ValueError(f"readout must be one of {', '.join(map(repr, READOUTS))}, got {self.readout!r}")
-        n_init = int(self.n_init)
-        if isinstance(self.init, str):
-            if self.init not in INITS:
-                raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
-        elif n_init != 1:
+        if not any(self.polish is p or (isinstance(p, str) and self.polish == p) for p in POLISHES):
+            raise ValueError(f"polish must be 'auto', True or False, got {self.polish!r}")
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
+        self._warn_beyond_trained_k()
+        return int(self.n_clusters), self._resolved_n_init(), int(self.steps)
+
+    def _resolved_n_init(self) -> int:
+        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"``, else 1); with an
+        array ``init`` 1 (another number warns, as ``KMeans``)."""
+        if isinstance(self.n_init, str) and self.n_init == "auto":
+            return 10 if isinstance(self.init, str) and self.init == "random" else 1
+        n_init = _check_integer("n_init", self.n_init, 1, "'auto' or ")
+        if not isinstance(self.init, str) and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
                 f"instead of n_init={n_init}.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             n_init = 1
-        return int(self.n_clusters), n_init, int(self.steps)
+        return n_init
+
+    def _warn_beyond_trained_k(self) -> None:
+        low, high = LEARNED_K_RANGE
+        if isinstance(self.model, str) and self.model == "learned" and self.n_clusters > high:
+            warnings.warn(
+                f"n_clusters={self.n_clusters} lies beyond k = {low}..{high}, the numbers of clusters the learned "
+                f"model was trained at; its steps may cluster worse there (the result is never worse than its "
+                f"seeding, and polish runs Lloyd to a fixed point). model='theorem' runs Lloyd's algorithm at any k.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _polishes(self, trained: bool) -> bool:
+        """Whether the fit ends with Lloyd to a fixed point (``polish``; "auto": trained models)."""
+        return trained if isinstance(self.polish, str) else bool(self.polish)
 
     def _resolve_model(self, n_clusters: int, n_features: int) -> KMeansTransformer:
         """The model to run (a copy the estimator owns, in eval mode), checked against k and d."""
@@ -321,15 +406,9 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         with torch.inference_mode():
             final = self._run(model, Xm, C0m, steps, domain.reduced).to(device="cpu", dtype=torch.float64)
 
-        # back to the user's space; keep the seeding of lowest inertia
-        runs = [domain.to_user(c) for c in final.numpy()]
-        if model.config.trainable and self.readout == "means":
-            runs = [means_readout(X64, c) for c in runs]
-        runs = [c.astype(X.dtype, copy=False) for c in runs]
-        scores = [labels_inertia(X, c) for c in runs]
-        best = int(np.argmin([inertia for _, inertia in scores]))
-        self.cluster_centers_ = runs[best]
-        self.labels_, self.inertia_ = scores[best]
+        # back to the user's space: read-out, never worse than the seeding, polish; the best start kept
+        runs = np.stack([domain.to_user(c) for c in final.numpy()])
+        self.cluster_centers_, self.labels_, self.inertia_ = self._finish(X, X64, C0, runs, model.config.trainable)
         self.n_iter_ = steps
         self.domain_map_ = domain
         return self
@@ -348,7 +427,25 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         # one torch generator on the CPU seeded from the random state: the same centres on every device
         generator = torch.Generator().manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
         Xt = _task(X).expand(n_init, *X.shape)
-        return init_centers(Xt, n_clusters, _KMTLIB_INIT[self.init], generator).numpy()
+        method, trials = _KMTLIB_INIT[self.init]
+        return init_centers(Xt, n_clusters, method, generator, n_local_trials=trials).numpy()
+
+    def _finish(
+        self, X: np.ndarray, X64: np.ndarray, C0: np.ndarray, runs: np.ndarray, trained: bool
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """The end of a fit from the model's centres ``runs`` (n_init, k, d) in the user's space:
+        a trained model's read-out, then per start the better of it and its seeding ``C0``, then the
+        polish; the start of lowest inertia as (centres in X's dtype, labels, inertia)."""
+        if trained and self.readout == "means":
+            runs = np.stack([means_readout(X64, c) for c in runs])
+        if trained:
+            runs = never_worse(X64, C0, runs)
+        if self._polishes(trained):
+            runs = polish(X64, runs)
+        runs = runs.astype(X.dtype, copy=False)
+        scores = [labels_inertia(X, c) for c in runs]
+        best = int(np.argmin([inertia for _, inertia in scores]))
+        return runs[best], *scores[best]
 
     @staticmethod
     def _run(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, reduced: int) -> torch.Tensor:
