@@ -200,10 +200,11 @@ def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return np.array([labels_inertia(X, c)[1] for c in centers])
 
 
-def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> np.ndarray:
-    """Per start, the model's centres, or its seeding's where these have the lower inertia on X."""
+def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per start, the model's centres, or its seeding's where these have the lower inertia on X;
+    and (B,) whether the model's were kept (ties: the model's)."""
     worse = inertias(X, runs) > inertias(X, seeds)
-    return np.where(worse[:, None, None], seeds, runs)
+    return np.where(worse[:, None, None], seeds, runs), ~worse
 
 
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -234,9 +235,11 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
             the centres as the trained steps leave them (soft attention puts them between their
             points and the others'). A fixed-weight model's centres are already means: it ignores this.
-            For a trained model, each start's result is then compared with its own seeding, and the
-            seeding's centres are kept where they have the lower inertia: the result is never worse
-            than the seeding it started from.
+            For a trained model, each start's result (after the read-out and the polish) is then
+            compared with its own seeding (with ``polish``: the seeding polished, that is Lloyd's
+            algorithm from it), and the seeding's are kept where they have the lower inertia: the
+            result is never worse than the seeding it started from, nor, polished, than Lloyd from
+            that seeding. ``from_model_`` says which one the kept start's centres came from.
         polish: ``True``: after the model (and read-out), Lloyd's algorithm in float64 from its
             centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`polish`),
             so the result is a k-means fixed point as ``KMeans``' is; ``False``: none; ``"auto"``
@@ -252,6 +255,8 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             ``predict`` gives; for the trained model's padded or PCA coordinates see below).
         inertia_: the sum of squared distances of the training points to their nearest centre.
         n_iter_: the number of steps run (``steps``).
+        from_model_: whether the centres came from the model's path (False: from its seeding, which
+            was better; always True for a fixed-weight model).
         domain_map_: the :class:`DomainMap` used (the identity for a fixed-weight model).
         n_features_in_, feature_names_in_: as every scikit-learn estimator.
 
@@ -434,17 +439,22 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self, X: np.ndarray, X64: np.ndarray, C0: np.ndarray, runs: np.ndarray, trained: bool
     ) -> tuple[np.ndarray, np.ndarray, float]:
         """The end of a fit from the model's centres ``runs`` (n_init, k, d) in the user's space:
-        a trained model's read-out, then per start the better of it and its seeding ``C0``, then the
-        polish; the start of lowest inertia as (centres in X's dtype, labels, inertia)."""
+        a trained model's read-out; the polish; for a trained model, per start the better of this
+        and its seeding ``C0`` (polished too where the model's result is: Lloyd from the seeding);
+        the start of lowest inertia as (centres in X's dtype, labels, inertia). Sets
+        ``from_model_``: whether the kept start's centres came from the model's path."""
         if trained and self.readout == "means":
             runs = np.stack([means_readout(X64, c) for c in runs])
-        if trained:
-            runs = never_worse(X64, C0, runs)
-        if self._polishes(trained):
+        polishes = self._polishes(trained)
+        if polishes:
             runs = polish(X64, runs)
+        kept = np.ones(len(runs), dtype=bool)
+        if trained:
+            runs, kept = never_worse(X64, polish(X64, C0) if polishes else C0, runs)
         runs = runs.astype(X.dtype, copy=False)
         scores = [labels_inertia(X, c) for c in runs]
         best = int(np.argmin([inertia for _, inertia in scores]))
+        self.from_model_ = bool(kept[best])
         return runs[best], *scores[best]
 
     @staticmethod

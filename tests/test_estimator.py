@@ -374,6 +374,13 @@ def test_never_worse_than_its_seeding():
     est = TransformerKMeans(4, init=C0, readout="layer", polish=False).fit(X)
     seeded = float(((X[:, None] - C0[None]) ** 2).sum(-1).min(1).sum())
     assert est.inertia_ <= seeded * (1 + 1e-12)
+    assert not est.from_model_ or est.inertia_ < seeded
+    # polished, the result is never worse than Lloyd from the same seeding (KMeans from C0)
+    for state in range(3):
+        X, _ = make_blobs(400, centers=9, n_features=2, cluster_std=1.5, random_state=20 + state)
+        C0 = X[np.random.default_rng(state).choice(len(X), 9, replace=False)]
+        est = TransformerKMeans(9, init=C0).fit(X)
+        assert est.inertia_ <= KMeans(9, init=C0, n_init=1, algorithm="lloyd", tol=0.0).fit(X).inertia_ * (1 + 1e-9)
 
 
 def test_learned_model_warns_beyond_its_trained_k():
