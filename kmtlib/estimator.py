@@ -285,8 +285,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
 
     Quality: the trained layer learned from synthetic mixtures only (unequal, elongated, heavy-tailed
     clusters in 1 to 32 coordinates); on data far from them it may cluster worse than Lloyd's
-    algorithm from the same seeding (``model="theorem"``). Chapter 13 of the book measures it
-    against ``KMeans`` on real data sets.
+    algorithm from the same seeding (``model="theorem"``); with the default ``polish`` the estimator
+    keeps, per start, the better of the polished learned result and Lloyd from the seeding, so its
+    result is never worse than Lloyd's from the same start. Chapter 13 of the book measures it
+    against ``KMeans`` on real data sets, from the same starts and each with its own defaults.
     """
 
     def __init__(
