@@ -9,12 +9,17 @@ k-means transformer with scikit-learn's ``KMeans`` from the same initial centres
   (Lloyd as a transformer) and ``KMeans`` run to convergence; inertia, ARI and NMI per start.
 * :func:`best_of` -- the ``n_init`` result from single starts: the start of lowest inertia in
   each group of ``n_init`` consecutive starts, which is what ``n_init`` does.
+* :func:`defaults_vs_defaults` -- ``TransformerKMeans()`` against ``KMeans()``, each with its own
+  defaults (its own seeding, ``n_init``, stopping rule), the same ``random_state``s: inertia and
+  seconds per fit; :func:`defaults_summary` per data set, :func:`geometric_mean_ratio` over them.
+* :func:`synthetic_dataset` -- the synthetic sets of :data:`SYNTHETIC_SETS` (fixed seeds): unequal
+  sizes, elongated clusters, high dimension, many clusters, the digits at other k.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +32,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.estimator import labels_inertia, means_readout
+from kmtlib.estimator import labels_inertia, means_readout, never_worse, polish
 
 from .chapter import find_repo_root
 
@@ -106,10 +111,12 @@ def load_real_dataset(name: str, folder: str | Path | None = None) -> RealDatase
 
 def initial_centers(X: np.ndarray, k: int, seeding: str, starts: int, seed: int) -> np.ndarray:
     """(starts, k, d) initial centres: ``starts`` independent draws of a seeding ("random": a
-    uniform k-subset of the points; "k-means++"), from one torch generator seeded with ``seed``."""
+    uniform k-subset of the points; "k-means++": scikit-learn's greedy k-means++, the estimator's
+    default; "d2": plain D^2 sampling), from one torch generator seeded with ``seed``."""
     generator = torch.Generator().manual_seed(seed)
     Xt = torch.as_tensor(X, dtype=torch.float64).unsqueeze(0).expand(starts, *X.shape)
-    return kmtlib.init_centers(Xt, k, "kmeans++" if seeding == "k-means++" else "random", generator).numpy()
+    method, trials = ("random", 1) if seeding == "random" else ("kmeans++", None if seeding == "k-means++" else 1)
+    return kmtlib.init_centers(Xt, k, method, generator, n_local_trials=trials).numpy()
 
 
 def _scores(y: np.ndarray | None, labels: np.ndarray) -> dict[str, float]:
@@ -131,11 +138,15 @@ def compare_on(
     """One row per (method, seeding, start): inertia, ARI, NMI and seconds.
 
     ``models`` maps a method's name to a :class:`kmtlib.TransformerKMeans` ``model`` (``"learned"``,
-    ``"theorem"``, a path or a model); each runs ``steps`` steps with the estimator's default
-    read-out. The method named ``layer_readout_of`` also gives the row ``"<name without its
-    parenthesis>, layer read-out"``: the same run's centres before the read-out (``readout="layer"``;
-    the default read-out is :func:`kmtlib.estimator.means_readout` of them, computed here from the
-    one run). ``"KMeans"`` is scikit-learn's Lloyd (``algorithm="lloyd"``, ``tol=0``, up to 300
+    ``"theorem"``, a path or a model); each runs ``steps`` steps with the estimator's defaults
+    otherwise (read-out, polish). The method named ``layer_readout_of`` also gives the rows
+    ``"<name without its parenthesis>, layer read-out"`` (the same run's centres as the layer leaves
+    them: ``readout="layer"``, ``polish=False``) and ``"<short name>, no polish"`` (read out as
+    means, :func:`kmtlib.estimator.means_readout`, and never worse than the start,
+    :func:`kmtlib.estimator.never_worse`); its own row is the read-out polished
+    (:func:`kmtlib.estimator.polish`) or the start polished, whichever is lower, all computed here
+    from the one run as the estimator does.
+    ``"KMeans"`` is scikit-learn's Lloyd (``algorithm="lloyd"``, ``tol=0``, up to 300
     iterations: to a fixed point). Every method of a start gets the same initial centres; the
     inertia ratio of a method is taken against ``KMeans`` of the same start (column ``ratio``).
     """
@@ -156,12 +167,15 @@ def compare_on(
             for method, model in models.items():
                 t = time.perf_counter()
                 if method == layer_readout_of:
-                    est = TransformerKMeans(data.k, model=model, init=c0, steps=steps, readout="layer").fit(data.X)
+                    est = TransformerKMeans(data.k, model=model, init=c0, steps=steps, readout="layer", polish=False)
+                    own = est.fit(data.X).cluster_centers_
                     seconds = time.perf_counter() - t
                     short = method.split(" (")[0]
-                    own = est.cluster_centers_
                     rows.append(row(f"{short}, layer read-out", seeding, start, own, reference, seconds))
-                    centers = means_readout(data.X, est.cluster_centers_)
+                    read = means_readout(data.X, own)[None]
+                    centers = never_worse(data.X, c0[None], read)[0][0]
+                    rows.append(row(f"{short}, no polish", seeding, start, centers, reference, seconds))
+                    centers = never_worse(data.X, polish(data.X, c0[None]), polish(data.X, read))[0][0]
                 else:
                     est = TransformerKMeans(data.k, model=model, init=c0, steps=steps).fit(data.X)
                     seconds, centers = time.perf_counter() - t, est.cluster_centers_
@@ -297,3 +311,87 @@ def trimmed_on(data: RealDataset, q: float, starts: int, seed: int, steps: int) 
             ari = adjusted_rand_score(data.y[inliers], labels[inliers])
             rows.append(dict(start=start, method=method, ari_inliers=ari, centre_error=float(gap)))
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ defaults against defaults
+def _blobs(n: int | list[int], k: int, d: int, std: float | list[float], seed: int, name: str) -> RealDataset:
+    centers = np.random.default_rng(seed).uniform(-10, 10, size=(k, d)) if isinstance(n, list) else k
+    X, y = sk_datasets.make_blobs(n, n_features=d, centers=centers, cluster_std=std, random_state=seed)
+    return RealDataset(name, X, y, "sklearn make_blobs", k)
+
+
+def _elongated(seed: int) -> RealDataset:
+    X, y = sk_datasets.make_blobs(1500, centers=3, random_state=seed)
+    return RealDataset("elongated", X @ np.array([[0.6, -0.6], [-0.4, 0.8]]), y, "sklearn make_blobs, sheared", 3)
+
+
+def _digits_at(k: int) -> RealDataset:
+    digits = load_real_dataset("digits")
+    return RealDataset(f"digits_k{k}", digits.X, None, "scikit-learn digits", k)
+
+
+SYNTHETIC_SETS: dict[str, Callable[[], RealDataset]] = {
+    "unequal": lambda: _blobs([1000, 300, 100, 50, 20], 5, 2, 1.0, 11, "unequal"),
+    "elongated": lambda: _elongated(170),
+    "highdim": lambda: _blobs(1000, 10, 100, 4.0, 13, "highdim"),
+    "many": lambda: _blobs(3000, 50, 5, 0.8, 14, "many"),
+    "spreads": lambda: _blobs([300] * 6, 6, 3, [0.3, 0.6, 1.0, 1.5, 2.0, 3.0], 15, "spreads"),
+    "digits_k5": lambda: _digits_at(5),
+    "digits_k20": lambda: _digits_at(20),
+}
+"""Synthetic data sets (fixed seeds) for the defaults-against-defaults measurement, beside the real
+ones: unequal sizes, elongated (sheared) clusters, 100 features, 50 clusters (beyond the learned
+layer's trained k), unequal spreads, and the digits at k = 5 and 20."""
+
+
+def synthetic_dataset(name: str) -> RealDataset:
+    """The synthetic set ``name`` of :data:`SYNTHETIC_SETS`."""
+    if name not in SYNTHETIC_SETS:
+        raise ValueError(f"unknown synthetic set {name!r}; choose one of {', '.join(SYNTHETIC_SETS)}")
+    return SYNTHETIC_SETS[name]()
+
+
+DEFAULT_METHODS: dict[str, dict[str, object]] = {"learned (default)": {}}
+"""The estimators of :func:`defaults_vs_defaults` by name: ``TransformerKMeans`` options beside
+``n_clusters`` and ``random_state`` (none: its defaults)."""
+
+
+def defaults_vs_defaults(
+    data_sets: Sequence[RealDataset],
+    random_states: Sequence[int],
+    methods: Mapping[str, Mapping[str, object]] = DEFAULT_METHODS,
+) -> pd.DataFrame:
+    """One row per (data set, random_state, method): ``KMeans(k, random_state=s)`` and
+    ``TransformerKMeans(k, random_state=s, **methods[method])``, each with its own defaults
+    otherwise (seeding, ``n_init``, stopping rule): their inertias, the ratio ours / KMeans', and
+    the seconds of each fit."""
+    rows = []
+    for data in data_sets:
+        for state in random_states:
+            t = time.perf_counter()
+            km = KMeans(data.k, random_state=state).fit(data.X)
+            t_km = time.perf_counter() - t
+            for method, options in methods.items():
+                t = time.perf_counter()
+                ours = TransformerKMeans(data.k, random_state=state, **options).fit(data.X)  # type: ignore[arg-type]
+                t_ours = time.perf_counter() - t
+                rows.append(dict(data=data.name, n=data.n, d=data.d, k=data.k, random_state=state, method=method,
+                                 kmeans=float(km.inertia_), ours=float(ours.inertia_),
+                                 ratio=float(ours.inertia_) / float(km.inertia_),
+                                 kmeans_seconds=t_km, ours_seconds=t_ours))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def defaults_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and method: mean inertias, the mean and largest inertia ratio over the random
+    states, the share of states where ours is lower, and the mean seconds of each fit."""
+    grouped = runs.groupby(["data", "method"], sort=False)
+    return grouped.agg(n=("n", "first"), d=("d", "first"), k=("k", "first"), kmeans=("kmeans", "mean"),
+                       ours=("ours", "mean"), ratio=("ratio", "mean"), worst=("ratio", "max"),
+                       wins=("ratio", lambda r: float((r < 1 - 1e-12).mean())),
+                       kmeans_seconds=("kmeans_seconds", "mean"), ours_seconds=("ours_seconds", "mean"))  # fmt: skip
+
+
+def geometric_mean_ratio(summary: pd.DataFrame, method: str = "learned (default)") -> float:
+    """The geometric mean over data sets of one method's mean inertia ratio (the goal: at most 1.00)."""
+    return float(np.exp(np.log(summary.xs(method, level="method").ratio.to_numpy()).mean()))

@@ -54,10 +54,25 @@ READOUTS: tuple[str, ...] = ("means", "layer")
 points nearest to it: one hard k-means step, the step Theorem 2.1's layer makes) or ``"layer"``
 (the centres as the last trained step left them)."""
 
-INITS: tuple[str, ...] = ("k-means++", "random")
-"""The seeding methods by name (scikit-learn's spelling); an array of centres is also accepted."""
+INITS: tuple[str, ...] = ("k-means++", "d2", "random")
+"""The seeding methods by name: ``"k-means++"`` (scikit-learn's greedy k-means++, its spelling),
+``"d2"`` (plain D^2 sampling, the k-means++ of the paper's Fig. 4c) and ``"random"``; an array of
+centres is also accepted."""
 
-_KMTLIB_INIT = {"k-means++": "kmeans++", "random": "random"}
+_KMTLIB_INIT: dict[str, tuple[str, int | None]] = {"k-means++": ("kmeans++", None), "d2": ("kmeans++", 1),
+                                                   "random": ("random", 1)}  # fmt: skip
+"""Each name's :func:`kmtlib.init_centers` method and ``n_local_trials`` (None: greedy)."""
+
+POLISHES: tuple[object, ...] = ("auto", True, False)
+"""``polish``: Lloyd to a fixed point after the model (True), not (False), or for a trained model
+only ("auto", the default: a fixed-weight model is Theorem 2.1's Lloyd and stays ``KMeans`` of
+``max_iter=steps``)."""
+
+POLISH_MAX_ITER = 300
+"""The most Lloyd steps of the polish (``KMeans``' default ``max_iter``)."""
+
+LEARNED_K_RANGE = (2, 32)
+"""The numbers of clusters the shipped layer was trained at (``kmtlib/pretrained/README.md``)."""
 
 SAMPLE_SIZE = 1024
 """The number of points a trained model runs on by default (``sample_size``): its self-attention
@@ -160,6 +175,11 @@ class DomainMap:
         """The same map for the data multiplied by ``unit``."""
         return dataclasses.replace(self, mean=self.mean * unit, scale=self.scale * unit)
 
+    def translated(self, unit: float) -> DomainMap:
+        """The shift of this map for the data multiplied by ``unit``, without its scale (a
+        fixed-weight model's map: its scale is the exact power of two of the data's unit)."""
+        return dataclasses.replace(self, mean=self.mean * unit)
+
     @property
     def reduced(self) -> int:
         """The number of coordinates the data fill in the model's domain (the rest is padding)."""
@@ -200,6 +220,13 @@ def _translation(X: np.ndarray) -> DomainMap:
     return DomainMap(X.shape[1], X.shape[1], mean=shift[0, 0].numpy(), scale=1.0)
 
 
+def _check_integer(name: str, value: object, minimum: int, alternatives: str = "") -> int:
+    """``value`` as an int, or a ValueError naming the parameter (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be {alternatives}an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
     """The nearest centre of every point (ties: lowest index) and the sum of squared distances
     to it, computed in float64 from the differences (the quantities of ``KMeans``)."""
@@ -215,6 +242,35 @@ def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return lloyd_step(_task(X), _task(centers), empty="keep")[0][0].numpy()
 
 
+def polish(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
+    """Lloyd's algorithm in float64 from centres (B, k, d) on the points X (n, d), all B starts at
+    once, until no label changes (a fixed point: every centre the mean of the points nearest to it)
+    or ``max_iter`` steps; a centre nearest to no point stays (``empty="keep"``). The distances are
+    taken about the data's mean (nothing else changes), so data far from the origin lose no digits."""
+    mean = X.mean(axis=0)
+    Xt = _task(X - mean).expand(centers.shape[0], *X.shape)
+    C = torch.as_tensor(centers - mean, dtype=torch.float64)
+    labels = None
+    for _ in range(max_iter):
+        C, new, _counts = lloyd_step(Xt, C, empty="keep")
+        if labels is not None and torch.equal(new, labels):
+            break
+        labels = new
+    return C.numpy() + mean
+
+
+def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """The inertia (B,) of every set of centres (B, k, d) on the points X (n, d), in float64."""
+    return np.array([labels_inertia(X, c)[1] for c in centers])
+
+
+def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per start, the model's centres, or its seeding's where these have the lower inertia on X;
+    and (B,) whether the model's were kept (ties: the model's)."""
+    worse = inertias(X, runs) > inertias(X, seeds)
+    return np.where(worse[:, None, None], seeds, runs), ~worse
+
+
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
     """k-means clustering by a k-means transformer, with scikit-learn's ``KMeans`` interface.
 
@@ -227,12 +283,15 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             changed). A trained model (``config.trainable``) runs on the data mapped into its
             domain by :class:`DomainMap` (any d); a fixed-weight one runs on the data as given and
             must have the data's d. A model of one fixed k must have ``k == n_clusters``.
-        init: ``"k-means++"`` (D^2 seeding), ``"random"`` (a uniform random k-subset of the
+        init: ``"k-means++"`` (scikit-learn's greedy k-means++: ``2 + int(ln k)`` D^2 candidates per
+            centre, the one that lowers the potential most kept), ``"d2"`` (plain D^2 sampling, the
+            k-means++ of the paper's Fig. 4c), ``"random"`` (a uniform random k-subset of the
             points) or an array (n_clusters, n_features) of initial centres in the user's space.
             Seeding runs in the user's space (float64), so every model starts from the same centres.
         n_init: the number of seedings; the run with the lowest inertia is kept. All of them run
-            through the model in one batched call. With an array ``init``, only 1 is meaningful
-            (another value warns and uses 1, as ``KMeans``).
+            through the model in one batched call. ``"auto"`` (default) as ``KMeans``: 1 for
+            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"``. With an array ``init``,
+            only 1 is meaningful (another value warns and uses 1, as ``KMeans``).
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
         sample_size: for a trained model, the number m of points it runs on (default
             :data:`SAMPLE_SIZE` = 1024; ``None``: all of them): a sample drawn from ``random_state``
@@ -248,6 +307,16 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
             the centres as the trained steps leave them (soft attention puts them between their
             points and the others'). A fixed-weight model's centres are already means: it ignores this.
+            For a trained model, each start's result (after the read-out and the polish) is then
+            compared with its own seeding (with ``polish``: the seeding polished, that is Lloyd's
+            algorithm from it), and the seeding's are kept where they have the lower inertia: the
+            result is never worse than the seeding it started from, nor, polished, than Lloyd from
+            that seeding. ``from_model_`` says which one the kept start's centres came from.
+        polish: ``True``: after the model (and read-out), Lloyd's algorithm in float64 from its
+            centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`polish`),
+            so the result is a k-means fixed point as ``KMeans``' is; ``False``: none; ``"auto"``
+            (default): for a trained model only (a fixed-weight model is Theorem 2.1's Lloyd, left
+            equal to ``KMeans(max_iter=steps)``). ``n_iter_`` counts the model's steps only.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
             torch generator of the seeding is seeded from it, so the same state gives the same result.
         device: ``"cpu"`` or ``"cuda"`` (``"auto"`` and ``"cuda:N"`` as :func:`kmtlib.resolve_device`).
@@ -258,6 +327,8 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             ``predict`` gives; for the trained model's padded or projected coordinates see below).
         inertia_: the sum of squared distances of the training points to their nearest centre.
         n_iter_: the number of steps run (``steps``).
+        from_model_: whether the centres came from the model's path (False: from its seeding, which
+            was better; always True for a fixed-weight model).
         domain_map_: the :class:`DomainMap` used (the identity for a fixed-weight model).
         n_features_in_, feature_names_in_: as every scikit-learn estimator.
 
@@ -333,8 +404,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
 
     Quality: the trained layer learned from synthetic mixtures only (unequal, elongated, heavy-tailed
     clusters in 1 to 32 coordinates); on data far from them it may cluster worse than Lloyd's
-    algorithm from the same seeding (``model="theorem"``). Chapter 13 of the book measures it
-    against ``KMeans`` on real data sets.
+    algorithm from the same seeding (``model="theorem"``); with the default ``polish`` the estimator
+    keeps, per start, the better of the polished learned result and Lloyd from the seeding, so its
+    result is never worse than Lloyd's from the same start. Chapter 13 of the book measures it
+    against ``KMeans`` on real data sets, from the same starts and each with its own defaults.
     """
 
     def __init__(
@@ -343,9 +416,10 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         *,
         model: str | os.PathLike | KMeansTransformer = "learned",
         init: str | np.ndarray = "k-means++",
-        n_init: int = 1,
+        n_init: int | str = "auto",
         steps: int = 20,
         readout: str = "means",
+        polish: bool | str = "auto",
         sample_size: int | None = SAMPLE_SIZE,
         frames: int = 1,
         random_state: int | np.random.RandomState | None = None,
@@ -357,6 +431,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.n_init = n_init
         self.steps = steps
         self.readout = readout
+        self.polish = polish
         self.sample_size = sample_size
         self.frames = frames
         self.random_state = random_state
@@ -364,28 +439,50 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
 
     # ------------------------------------------------------------------ parameters
     def _check_params(self, n_samples: int, n_features: int) -> tuple[int, int, int]:
-        """Validate the integers and the init; return (n_clusters, n_init, steps)."""
-        for name, minimum in (("n_clusters", 1), ("n_init", 1), ("steps", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        """Validate the parameters; return (n_clusters, n_init, steps) (``n_init`` resolved)."""
+        for name, minimum in (("n_clusters", 1), ("steps", 0)):
+            _check_integer(name, getattr(self, name), minimum)
         if n_samples < self.n_clusters:
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
         if not isinstance(self.readout, str) or self.readout not in READOUTS:
             raise ValueError(f"readout must be one of {', '.join(map(repr, READOUTS))}, got {self.readout!r}")
-        n_init = int(self.n_init)
-        if isinstance(self.init, str):
-            if self.init not in INITS:
-                raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
-        elif n_init != 1:
+        if not any(self.polish is p or (isinstance(p, str) and self.polish == p) for p in POLISHES):
+            raise ValueError(f"polish must be 'auto', True or False, got {self.polish!r}")
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
+        self._warn_beyond_trained_k()
+        return int(self.n_clusters), self._resolved_n_init(), int(self.steps)
+
+    def _resolved_n_init(self) -> int:
+        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"``, else 1); with an
+        array ``init`` 1 (another number warns, as ``KMeans``)."""
+        if isinstance(self.n_init, str) and self.n_init == "auto":
+            return 10 if isinstance(self.init, str) and self.init == "random" else 1
+        n_init = _check_integer("n_init", self.n_init, 1, "'auto' or ")
+        if not isinstance(self.init, str) and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
                 f"instead of n_init={n_init}.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             n_init = 1
-        return int(self.n_clusters), n_init, int(self.steps)
+        return n_init
+
+    def _warn_beyond_trained_k(self) -> None:
+        low, high = LEARNED_K_RANGE
+        if isinstance(self.model, str) and self.model == "learned" and self.n_clusters > high:
+            warnings.warn(
+                f"n_clusters={self.n_clusters} lies beyond k = {low}..{high}, the numbers of clusters the learned "
+                f"model was trained at; its steps may cluster worse there (the result is never worse than its "
+                f"seeding, and polish runs Lloyd to a fixed point). model='theorem' runs Lloyd's algorithm at any k.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _polishes(self, trained: bool) -> bool:
+        """Whether the fit ends with Lloyd to a fixed point (``polish``; "auto": trained models)."""
+        return trained if isinstance(self.polish, str) else bool(self.polish)
 
     def _resolve_model(self, n_clusters: int, n_features: int) -> KMeansTransformer:
         """The model to run (a copy the estimator owns, in eval mode), checked against k and d."""
@@ -442,20 +539,18 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         # into the model's domain (a trained model: on a sample of the points, in each frame)
         points = X64[self._sample(n_samples, m, random_state)]
         domains = [domain.turned(Q) for Q in frame_turns(domain.reduced, self._frames(model))]
-        runs = [c for dm in domains for c in self._run_in(dm, model, points, C0, steps)]
+        runs = np.stack([c for dm in domains for c in self._run_in(dm, model, points, C0, steps)])
 
-        # back to the user's space; keep the run (frame and seeding) of lowest inertia
-        if model.config.trainable and self.readout == "means":
-            runs = [means_readout(X64, c) for c in runs]
-        runs = [(c * unit).astype(X.dtype, copy=False) for c in runs]
-        scores = [self._labels_inertia(X, c) for c in runs]
-        best = int(np.argmin([inertia for _, inertia in scores]))
-        self.cluster_centers_ = runs[best]
-        self.labels_, self.inertia_ = scores[best]
+        # back to the user's space: read-out, polish, never worse than the seeding; the best run
+        # (frame and seeding) kept
+        self.cluster_centers_, self.labels_, self.inertia_, best = self._finish(
+            X, X64, unit, C0, runs, model.config.trainable
+        )
         self.n_iter_ = steps
-        # (a fixed-weight model: the identity, the data as given up to the exact power of two)
+        # (from the user's space; a fixed-weight model's is the identity or its translation, up to
+        # the exact power of two of the unit)
         domain = domains[best // len(C0)]
-        self.domain_map_ = domain.scaled(unit) if model.config.trainable else domain
+        self.domain_map_ = domain.scaled(unit) if model.config.trainable else domain.translated(unit)
         return self
 
     def _frames(self, model: KMeansTransformer) -> int:
@@ -520,7 +615,32 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         # one torch generator on the CPU seeded from the random state: the same centres on every device
         generator = torch.Generator().manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
         Xt = _task(X).expand(n_init, *X.shape)
-        return init_centers(Xt, n_clusters, _KMTLIB_INIT[self.init], generator).numpy()
+        method, trials = _KMTLIB_INIT[self.init]
+        return init_centers(Xt, n_clusters, method, generator, n_local_trials=trials).numpy()
+
+    def _finish(
+        self, X: np.ndarray, X64: np.ndarray, unit: float, C0: np.ndarray, runs: np.ndarray, trained: bool
+    ) -> tuple[np.ndarray, np.ndarray, float, int]:
+        """The end of a fit from the model's centres ``runs`` (frames x n_init, k, d; in the data's
+        unit, like ``X64`` and the seedings ``C0`` (n_init, k, d)): a trained model's read-out; the
+        polish; for a trained model, per run the better of this and its seeding (polished too where
+        the model's result is: Lloyd from the seeding); the run of lowest inertia as (centres in
+        the user's unit and X's dtype, labels, inertia, its index). Sets ``from_model_``: whether
+        the kept run's centres came from the model's path."""
+        if trained and self.readout == "means":
+            runs = np.stack([means_readout(X64, c) for c in runs])
+        polishes = self._polishes(trained)
+        if polishes:
+            runs = polish(X64, runs)
+        kept = np.ones(len(runs), dtype=bool)
+        if trained:
+            seeds = polish(X64, C0) if polishes else C0
+            runs, kept = never_worse(X64, np.concatenate([seeds] * (len(runs) // len(C0))), runs)
+        runs = (runs * unit).astype(X.dtype, copy=False)
+        scores = [self._labels_inertia(X, c) for c in runs]
+        best = int(np.argmin([inertia for _, inertia in scores]))
+        self.from_model_ = bool(kept[best])
+        return runs[best], *scores[best], best
 
     @staticmethod
     def _run(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, reduced: int) -> torch.Tensor:

@@ -152,7 +152,7 @@ def test_isotropic_map_is_invertible_and_padding_keeps_distances():
 
 def test_high_dimensional_data_go_through_pca():
     X, _ = make_blobs(150, n_features=60, centers=3, random_state=4)
-    est = TransformerKMeans(3, random_state=0, readout="layer").fit(X)
+    est = TransformerKMeans(3, random_state=0, readout="layer", polish=False).fit(X)
     dm = est.domain_map_
     assert dm.axes.shape == (60, 32) and dm.reduced == dm.width == 32
     # centres and inertia in the original 60-dimensional space
@@ -169,7 +169,7 @@ def test_high_dimensional_data_go_through_pca():
     # the three blobs are found
     assert len(np.unique(est.labels_)) == 3
     # read out as means, the centres are the means of their clusters in the original space
-    means = TransformerKMeans(3, random_state=0).fit(X)
+    means = TransformerKMeans(3, random_state=0, polish=False).fit(X)
     np.testing.assert_array_equal(means.labels_, est.labels_)
     expected = np.stack([X[est.labels_ == j].mean(axis=0) for j in range(3)])
     np.testing.assert_allclose(means.cluster_centers_, expected, rtol=1e-12, atol=1e-12 * np.abs(X).max())
@@ -197,8 +197,8 @@ def test_readout_means_is_one_hard_step_from_the_layer_centres():
     """readout="means": the centres of readout="layer" moved to the means of their nearest points
     (a centre nearest to none stays); the inertia can only fall. The theorem model ignores it."""
     X = _datasets()["blobs_d2"][0]
-    layer = TransformerKMeans(4, random_state=1, readout="layer").fit(X)
-    means = TransformerKMeans(4, random_state=1).fit(X)
+    layer = TransformerKMeans(4, random_state=1, readout="layer", polish=False).fit(X)
+    means = TransformerKMeans(4, random_state=1, polish=False).fit(X)
     np.testing.assert_allclose(means.cluster_centers_, means_readout(X, layer.cluster_centers_), rtol=0, atol=0)
     assert means.inertia_ <= layer.inertia_
     lonely = np.array([[0.0, 0.0], [1e6, 1e6]])
@@ -320,3 +320,77 @@ def test_cuda_matches_cpu(model):
     # the same seeding (drawn on the CPU), the same clustering up to the device's rounding
     np.testing.assert_array_equal(cpu.labels_, gpu.labels_)
     np.testing.assert_allclose(cpu.cluster_centers_, gpu.cluster_centers_, rtol=1e-4, atol=1e-4 * np.abs(X).max())
+
+
+# ----------------------------------------------------------------------------- seeding, n_init, polish
+def _seeding(X: np.ndarray, k: int, random_state: int, n_local_trials: int | None) -> np.ndarray:
+    """The centres the estimator seeds with: kmtlib's k-means++ from the torch seed it draws."""
+    seed = int(np.random.RandomState(random_state).randint(np.iinfo(np.int32).max))
+    Xt = torch.tensor(X, dtype=torch.float64)[None]
+    return kmtlib.init_centers(Xt, k, "kmeans++", torch.Generator().manual_seed(seed), n_local_trials=n_local_trials)[
+        0
+    ].numpy()
+
+
+@pytest.mark.parametrize(("init", "trials"), [("k-means++", None), ("d2", 1)])
+def test_init_names_the_greedy_and_the_plain_kmeanspp(init, trials):
+    X, _ = make_blobs(300, centers=8, n_features=3, random_state=5)
+    est = TransformerKMeans(8, model="theorem", init=init, steps=0, random_state=3).fit(X)
+    np.testing.assert_array_equal(est.cluster_centers_, _seeding(X, 8, 3, trials))
+
+
+def test_n_init_auto_as_kmeans():
+    """ "auto": 10 starts for init="random", 1 for the k-means++ seedings (scikit-learn's rule)."""
+    X, _ = make_blobs(200, centers=5, n_features=2, random_state=6)
+    for init, starts in (("random", 10), ("k-means++", 1), ("d2", 1)):
+        auto = TransformerKMeans(5, model="theorem", init=init, random_state=2).fit(X)
+        given = TransformerKMeans(5, model="theorem", init=init, n_init=starts, random_state=2).fit(X)
+        np.testing.assert_array_equal(auto.cluster_centers_, given.cluster_centers_)
+    assert TransformerKMeans().n_init == "auto"
+    with pytest.raises(ValueError, match="n_init must be 'auto' or an integer"):
+        TransformerKMeans(5, n_init="many").fit(X)
+
+
+def test_polish_ends_at_a_kmeans_fixed_point():
+    X, _ = make_blobs(400, centers=6, n_features=4, cluster_std=2.5, random_state=7)
+    est = TransformerKMeans(6, random_state=0).fit(X)  # polish="auto": on for the learned model
+    labels = est.labels_
+    means = np.stack([X[labels == j].mean(axis=0) for j in range(6)])
+    np.testing.assert_allclose(est.cluster_centers_, means, rtol=1e-12, atol=1e-12)
+    km = KMeans(6, init=est.cluster_centers_, n_init=1, algorithm="lloyd", tol=0.0).fit(X)
+    np.testing.assert_array_equal(km.labels_, labels)
+    np.testing.assert_allclose(km.cluster_centers_, est.cluster_centers_, rtol=1e-10, atol=1e-10)
+    assert est.inertia_ <= TransformerKMeans(6, random_state=0, polish=False).fit(X).inertia_ * (1 + 1e-12)
+    # the theorem model is not polished by default: it stays KMeans of max_iter=steps
+    theorem = TransformerKMeans(6, model="theorem", steps=2, random_state=0).fit(X)
+    unpolished = TransformerKMeans(6, model="theorem", steps=2, random_state=0, polish=False).fit(X)
+    np.testing.assert_array_equal(theorem.cluster_centers_, unpolished.cluster_centers_)
+    with pytest.raises(ValueError, match="polish must be"):
+        TransformerKMeans(6, polish="yes").fit(X)
+
+
+def test_never_worse_than_its_seeding():
+    """From a start that is already a k-means fixed point, the layer's own centres (no read-out,
+    no polish) are worse: the seeding is kept."""
+    X, _ = make_blobs(300, centers=4, n_features=2, random_state=8)
+    C0 = KMeans(4, random_state=0, n_init=1).fit(X).cluster_centers_
+    est = TransformerKMeans(4, init=C0, readout="layer", polish=False).fit(X)
+    seeded = float(((X[:, None] - C0[None]) ** 2).sum(-1).min(1).sum())
+    assert est.inertia_ <= seeded * (1 + 1e-12)
+    assert not est.from_model_ or est.inertia_ < seeded
+    # polished, the result is never worse than Lloyd from the same seeding (KMeans from C0)
+    for state in range(3):
+        X, _ = make_blobs(400, centers=9, n_features=2, cluster_std=1.5, random_state=20 + state)
+        C0 = X[np.random.default_rng(state).choice(len(X), 9, replace=False)]
+        est = TransformerKMeans(9, init=C0).fit(X)
+        assert est.inertia_ <= KMeans(9, init=C0, n_init=1, algorithm="lloyd", tol=0.0).fit(X).inertia_ * (1 + 1e-9)
+
+
+def test_learned_model_warns_beyond_its_trained_k():
+    X, _ = make_blobs(400, centers=40, n_features=2, random_state=9)
+    with pytest.warns(UserWarning, match="beyond k = 2..32"):
+        TransformerKMeans(40, steps=1, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TransformerKMeans(40, model="theorem", steps=1, random_state=0).fit(X)
+        TransformerKMeans(32, steps=1, random_state=0).fit(X)

@@ -150,3 +150,40 @@ def test_init_on_cuda(method):
     assert (idx >= 0).all()
     assert all(len(set(r)) == 4 for r in idx.tolist())
     assert torch.equal(C, init_centers(X, 4, method=method, generator=12))
+
+
+# ---------------------------------------------------------------------- greedy k-means++
+def _potential(X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """The k-means potential of every seeding C (R, k, d) on the points X (n, d)."""
+    return ((X[None, :, None, :] - C[:, None, :, :]) ** 2).sum(-1).min(-1).sum(-1)
+
+
+def test_greedy_kmeanspp_matches_sklearn_statistics_and_beats_d2():
+    from sklearn.cluster import kmeans_plusplus
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(600, centers=20, n_features=4, cluster_std=1.0, random_state=0)
+    k, R = 20, 150
+    ours = init_centers(torch.tensor(X).expand(R, *X.shape), k, "kmeans++", 0, n_local_trials=None).numpy()
+    d2 = init_centers(torch.tensor(X).expand(R, *X.shape), k, "kmeans++", 0).numpy()
+    theirs = np.stack([kmeans_plusplus(X, k, random_state=s)[0] for s in range(R)])
+    mean_ours, mean_theirs, mean_d2 = (_potential(X, C).mean() for C in (ours, theirs, d2))
+    assert abs(mean_ours / mean_theirs - 1) < 0.05
+    assert mean_ours < 0.9 * mean_d2
+
+
+def test_greedy_kmeanspp_deterministic_and_translation_safe():
+    X = sample_tasks(4, 200, 3, 6, generator=0, dtype=F64)
+    a = init_centers(X, 6, "kmeans++", 7, n_local_trials=None)
+    assert torch.equal(a, init_centers(X, 6, "kmeans++", 7, n_local_trials=None))
+    assert (row_indices(X, a) >= 0).all()
+    # the same draws on the data moved by 1e9 (distances about the data's mean lose no digits)
+    moved = init_centers(X + 1e9, 6, "kmeans++", 7, n_local_trials=None)
+    assert torch.equal(row_indices(X + 1e9, moved), row_indices(X, a))
+
+
+def test_one_local_trial_is_plain_d2_and_bad_trials_are_refused():
+    X = sample_tasks(3, 100, 2, 4, generator=1, dtype=F64)
+    assert torch.equal(init_centers(X, 4, "kmeans++", 3), init_centers(X, 4, "kmeans++", 3, n_local_trials=1))
+    with pytest.raises(ValueError, match="n_local_trials"):
+        init_centers(X, 4, "kmeans++", 3, n_local_trials=0)

@@ -10,10 +10,15 @@ from sklearn.cluster import KMeans
 from kmtbook.real_data import (
     REAL_DATASETS,
     S_SET_CLUSTERS,
+    SYNTHETIC_SETS,
     best_of,
     compare_on,
+    defaults_summary,
+    defaults_vs_defaults,
+    geometric_mean_ratio,
     initial_centers,
     load_real_dataset,
+    synthetic_dataset,
     with_outliers,
 )
 
@@ -104,3 +109,28 @@ def test_outliers_keep_the_data_and_are_marked():
     np.testing.assert_array_equal(noisy.X[:600], data.X)
     with pytest.raises(ValueError, match="no true classes"):
         with_outliers(load_real_dataset("s1"), 0.05, 0)
+
+
+def test_defaults_vs_defaults_on_a_tiny_case():
+    """One row per set and random state: KMeans() and TransformerKMeans() with their defaults; the
+    summary's ratio is the mean of the rows' ratios, the geometric mean that of the sets."""
+    iris = load_real_dataset("iris")
+    tiny = type(iris)("tiny", iris.X[::5], None, "iris, every fifth row", 3)
+    runs = defaults_vs_defaults([iris, tiny], [0, 1], {"learned (default)": {"steps": 2}})
+    assert list(runs.data) == ["iris", "iris", "tiny", "tiny"] and list(runs.random_state) == [0, 1, 0, 1]
+    km = KMeans(3, random_state=1).fit(iris.X)
+    assert runs.kmeans[1] == pytest.approx(km.inertia_, rel=1e-12)
+    assert (
+        np.allclose(runs.ratio, runs.ours / runs.kmeans) and (runs[["kmeans_seconds", "ours_seconds"]] > 0).all().all()
+    )
+    summary = defaults_summary(runs)
+    assert summary.ratio["tiny", "learned (default)"] == pytest.approx(runs.ratio[2:].mean())
+    assert geometric_mean_ratio(summary) == pytest.approx(np.sqrt(summary.ratio.prod()))
+
+
+def test_synthetic_sets_are_fixed():
+    for name in SYNTHETIC_SETS:
+        a, b = synthetic_dataset(name), synthetic_dataset(name)
+        assert a.name == name and np.array_equal(a.X, b.X) and a.n >= a.k > 1
+    with pytest.raises(ValueError, match="unknown synthetic set"):
+        synthetic_dataset("nope")
