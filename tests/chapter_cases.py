@@ -64,6 +64,12 @@ def check_02(m: Metrics) -> None:
     # Soft-max in every block needs a far larger gamma than the authors' model.
     assert m["fig3_full_softmax_gap_1000x"] < m["fig3_full_softmax_gap"]
     assert m["fig3_full_softmax_gap"] > m["fig3_max_gap_f64"]
+    # Where the paper's Fig. 3 values lie among ten times as many draws at the paper's size, and the
+    # unscaled alternative, which ends higher.
+    assert m["fig3_survey_draws"] == 10 * draws
+    for layer in (0, 1):
+        assert 0 <= m[f"fig3_survey_share_layer{layer}_at_or_above_paper"] <= 1
+    assert m["fig3_survey_unscaled_median_final"] > m["fig3_survey_median_final"]
 
 
 def check_03(m: Metrics) -> None:
