@@ -273,7 +273,7 @@ class Verdict:
                f"{len(self.below_lloyd)} of {n} values of k" + (f" (not at k = {_ks_text(not_below)})." if not_below
                                                                 else " (all of them).")]  # fmt: skip
         for baseline, ks in self.beaten_by.items():
-            out.append(f"{baseline} ends below the layers at {len(ks)} of {n} values of k"
+            out.append(f"Against {baseline}, the layers' mean is higher at {len(ks)} of {n} values of k"
                        + (f" (k = {_ks_text(ks)})." if ks else "."))  # fmt: skip
         if self.wins_under_half:
             shares = ", ".join(f"{self.win_rate[k]:.0%} at k = {k}" for k in self.wins_under_half)

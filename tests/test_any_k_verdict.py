@@ -45,7 +45,7 @@ def test_verdict_counts_the_k_won_and_lost_against_every_method():
 def test_verdict_sentences_name_the_k_and_the_shares():
     text = " ".join(verdict(_test(RESULTS)).sentences())
     assert "below Lloyd's at 2 of 3 values of k (not at k = 32)" in text
-    assert "k-means++ then Lloyd ends below the layers at 2 of 3 values of k (k = 4, 32)" in text
+    assert "Against k-means++ then Lloyd, the layers' mean is higher at 2 of 3 values of k (k = 4, 32)" in text
     assert "fewer than half of the tasks at k = 4, 32 (25% at k = 4, 0% at k = 32)" in text
     assert "Above k = 16 the layers' mean is below k-means++ then Lloyd at 0 of 1" in text
 
