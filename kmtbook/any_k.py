@@ -241,6 +241,117 @@ def layer_mean(result: FairTest, column: str = "log_objective") -> pd.Series:
     return wide[layers].mean(axis=1)
 
 
+def _ks_text(ks: Sequence[int]) -> str:
+    return ", ".join(str(k) for k in ks) if ks else "none"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`fair_test` says about the layers, k by k (``n`` = the first of the test).
+
+    ``below_lloyd``: the k where the layers' mean log objective is below Lloyd's from the same random
+    centres; ``beaten_by``: per baseline (``k-means++ then Lloyd``, ``best of R Lloyd``), the k where
+    the baseline's mean is below the layers'; ``win_rate``: per k, the share of tasks on which a
+    layer ends below Lloyd (mean over the layers); ``wins_under_half``: the k where that share is
+    below one half; ``scaled_below_lloyd``: the same as ``below_lloyd`` for a second test (n growing
+    with k), if one was given."""
+
+    ks: tuple[int, ...]
+    below_lloyd: tuple[int, ...]
+    beaten_by: dict[str, tuple[int, ...]]
+    win_rate: dict[int, float]
+    wins_under_half: tuple[int, ...]
+    large_ks: tuple[int, ...]
+    below_kmeanspp_large: tuple[int, ...]
+    scaled_below_lloyd: tuple[int, ...] | None = None
+
+    def sentences(self) -> list[str]:
+        """The verdict in words, every number and every k from the fields above."""
+        n = len(self.ks)
+        not_below = [k for k in self.ks if k not in self.below_lloyd]
+        out = [f"From the same random centres, the layers' mean log objective is below Lloyd's at "
+               f"{len(self.below_lloyd)} of {n} values of k" + (f" (not at k = {_ks_text(not_below)})." if not_below
+                                                                else " (all of them).")]  # fmt: skip
+        for baseline, ks in self.beaten_by.items():
+            out.append(f"Against {baseline}, the layers' mean is higher at {len(ks)} of {n} values of k"
+                       + (f" (k = {_ks_text(ks)})." if ks else "."))  # fmt: skip
+        if self.wins_under_half:
+            shares = ", ".join(f"{self.win_rate[k]:.0%} at k = {k}" for k in self.wins_under_half)
+            out.append(f"A layer ends below Lloyd on fewer than half of the tasks at k = "
+                       f"{_ks_text(self.wins_under_half)} ({shares}).")  # fmt: skip
+        else:
+            out.append("A layer ends below Lloyd on at least half of the tasks at every k tested.")
+        if self.large_ks:
+            out.append(f"Above k = 16 the layers' mean is below k-means++ then Lloyd at "
+                       f"{len(self.below_kmeanspp_large)} of {len(self.large_ks)} values of k"
+                       + (f" (k = {_ks_text(self.below_kmeanspp_large)})." if self.below_kmeanspp_large else "."))
+        if self.scaled_below_lloyd is not None:
+            out.append(f"With n growing with k, the layers' mean is below Lloyd's at {len(self.scaled_below_lloyd)} "
+                       f"of {n} values of k.")  # fmt: skip
+        return out
+
+    def metrics(self) -> dict[str, object]:
+        """Flat numbers for ``chapter.record`` (the prose cites them with the ``{metric}`` role)."""
+        return {
+            "k_tested": len(self.ks),
+            "k_below_lloyd": len(self.below_lloyd),
+            "k_kmeanspp_below_layer": len(self.beaten_by.get("k-means++ then Lloyd", ())),
+            "k_restarts_below_layer": len(self.beaten_by.get("best of R Lloyd", ())),
+            "k_wins_under_half": ", ".join(str(k) for k in self.wins_under_half) or "none",
+            "k_large_tested": len(self.large_ks),
+            "k_large_below_kmeanspp": len(self.below_kmeanspp_large),
+            "win_rate": [float(self.win_rate[k]) for k in self.ks],
+        }
+
+
+BASELINES = ("k-means++ then Lloyd", "best of R Lloyd")
+"""The stronger baselines the verdict names, as :func:`fair_test` names them."""
+
+
+def verdict(test: FairTest, scaled: FairTest | None = None, large_above: int = 16) -> Verdict:
+    """The chapter's conclusions from :func:`fair_test` results (the first ``n`` of ``test``; for
+    ``scaled`` the n of each k): which k the layers win and lose against Lloyd, against the two
+    stronger baselines, and where they win fewer than half of the tasks."""
+    means = test.by_k().groupby(level="k").first()
+    layers = layer_mean(test).groupby(level="k").first()
+    ks = tuple(int(k) for k in means.index)
+    layer_names = [c for c in means.columns if c.startswith("layer ")]
+    rates = pd.concat([test.against(name).groupby(level="k").first().win_rate for name in layer_names], axis=1)
+    win_rate = {int(k): float(v) for k, v in rates.mean(axis=1).items()}
+    large = tuple(k for k in ks if k > large_above)
+    scaled_below = None
+    if scaled is not None:
+        s_means, s_layers = scaled.by_k().groupby(level="k").first(), layer_mean(scaled).groupby(level="k").first()
+        scaled_below = tuple(int(k) for k in s_means.index if s_layers[k] < s_means.loc[k, "Lloyd"])
+    return Verdict(
+        ks=ks,
+        below_lloyd=tuple(k for k in ks if layers[k] < means.loc[k, "Lloyd"]),
+        beaten_by={b: tuple(k for k in ks if means.loc[k, b] < layers[k]) for b in BASELINES if b in means.columns},
+        win_rate=win_rate,
+        wins_under_half=tuple(k for k in ks if win_rate[k] < 0.5),
+        large_ks=large,
+        below_kmeanspp_large=tuple(k for k in large if layers[k] < means.loc[k, "k-means++ then Lloyd"]),
+        scaled_below_lloyd=scaled_below,
+    )
+
+
+def renumbering_sentence(as_trained: float, renumbered: float, symmetrised: float, lloyd: float) -> str:
+    """What the renumbering test of the layers trained at one k says about where their lead over
+    Lloyd (mean final log objectives, lower is better) comes from."""
+    keeps = renumbered < lloyd
+    first = (f"Renumbered, the layers stay below Lloyd ({renumbered:.2f} against {as_trained:.2f} as trained; "
+             f"Lloyd {lloyd:.2f})" if keeps else
+             f"Renumbered, the layers lose their lead ({renumbered:.2f} against {as_trained:.2f} as trained; "
+             f"Lloyd {lloyd:.2f})")  # fmt: skip
+    if symmetrised < lloyd:
+        return first + f"; averaged over all numberings they stay below it too ({symmetrised:.2f})."
+    if not keeps:
+        return first + f"; averaged over all numberings they end at {symmetrised:.2f}."
+    return first + (": the lead does not rest on one numbering, but on the part of the weights that treats the "
+                    f"clusters unequally, since averaging over all numberings, which removes that part, takes them "
+                    f"to {symmetrised:.2f}.")
+
+
 def training_range_note(k_min: int, k_max: int, held_out: Sequence[int]) -> str:
     """``"trained at k = 2..16 except 5, 9, 13"`` (for captions and tables)."""
     held = ", ".join(str(k) for k in held_out)
@@ -248,9 +359,11 @@ def training_range_note(k_min: int, k_max: int, held_out: Sequence[int]) -> str:
 
 
 __all__ = [
+    "BASELINES",
     "FORMS",
     "POLISH_STEPS",
     "FairTest",
+    "Verdict",
     "fair_test",
     "form_runs",
     "forms_test",
@@ -258,5 +371,7 @@ __all__ = [
     "permutation_test",
     "renumbered",
     "renumbering_change",
+    "renumbering_sentence",
     "training_range_note",
+    "verdict",
 ]

@@ -55,19 +55,50 @@ def fig3_tasks(
     std: float = 0.1,
     *,
     device: torch.device | str = "cpu",
+    scaled: bool = True,
 ):
     """The recipe of the paper's Fig. 3, batched: ``n // k`` points around each of ``k`` uniform
-    means (isotropic, ``std``), min-max scaled per task and dimension, randomly permuted; the
-    initial centres are the first ``k`` points. Float64; returns ``X`` and ``C0``."""
+    means (isotropic, ``std``), min-max scaled per task and dimension (unless ``scaled`` is false),
+    randomly permuted; the initial centres are the first ``k`` points. Float64; returns ``X`` and
+    ``C0``."""
     per = n // k
     means = torch.rand(B, k, d, generator=generator, dtype=F64, device=device)
     noise = torch.randn(B, per * k, d, generator=generator, dtype=F64, device=device)
     X = means.repeat_interleave(per, dim=1) + std * noise
-    lo, hi = X.amin(dim=1, keepdim=True), X.amax(dim=1, keepdim=True)
-    X = (X - lo) / (hi - lo)
+    if scaled:
+        lo, hi = X.amin(dim=1, keepdim=True), X.amax(dim=1, keepdim=True)
+        X = (X - lo) / (hi - lo)
     order = torch.rand(B, per * k, generator=generator, device=device).argsort(dim=1)
     X = torch.gather(X, 1, order.unsqueeze(-1).expand_as(X))
     return X, X[:, :k].clone()
+
+
+PAPER_FIG3 = (6.44, 5.78, 5.47, 4.96, 4.69, 4.61, 4.59, 4.59, 4.59, 4.59, 4.59)
+"""The transformer's log-objectives per layer that the authors' Fig. 3 notebook prints for its draw
+(n = 10 000, d = 2, k = 5, 10 layers)."""
+
+
+def fig3_survey(B: int, generator: torch.Generator, n: int = 10_000, k: int = 5, layers: int = 10,
+                *, device: torch.device | str = "cpu") -> dict[str, float]:  # fmt: skip
+    """Where the paper's Fig. 3 values lie among ``B`` draws of its recipe (Lloyd's algorithm, which
+    the limit model and the authors' gamma = 1e4 model follow on this recipe): the share of draws at
+    or above the paper's value at layer 0 (the initial centres) and at layer 1, the share at or
+    below its final value, the median per layer, and, for the alternative that the data were not
+    min-max scaled, the median final value of ``B`` unscaled draws."""
+    X, C0 = fig3_tasks(B, n, k, generator, device=device)
+    curves = kmtlib.lloyd(X, C0, layers, empty="mean").log_objective().cpu()
+    Xu, Cu = fig3_tasks(B, n, k, generator, device=device, scaled=False)
+    unscaled = kmtlib.lloyd(Xu, Cu, layers, empty="mean").log_objective().cpu()
+    return {
+        "draws": B,
+        "share_layer0_at_or_above_paper": float((curves[:, 0] >= PAPER_FIG3[0]).double().mean()),
+        "share_layer1_at_or_above_paper": float((curves[:, 1] >= PAPER_FIG3[1]).double().mean()),
+        "share_final_at_or_below_paper": float((curves[:, -1] <= PAPER_FIG3[-1]).double().mean()),
+        "median_layer0": float(curves[:, 0].median()),
+        "median_layer1": float(curves[:, 1].median()),
+        "median_final": float(curves[:, -1].median()),
+        "unscaled_median_final": float(unscaled[:, -1].median()),
+    }
 
 
 def assignment_counts(A: torch.Tensor) -> dict[str, int]:

@@ -64,6 +64,12 @@ def check_02(m: Metrics) -> None:
     # Soft-max in every block needs a far larger gamma than the authors' model.
     assert m["fig3_full_softmax_gap_1000x"] < m["fig3_full_softmax_gap"]
     assert m["fig3_full_softmax_gap"] > m["fig3_max_gap_f64"]
+    # Where the paper's Fig. 3 values lie among ten times as many draws at the paper's size, and the
+    # unscaled alternative, which ends higher.
+    assert m["fig3_survey_draws"] == 10 * draws
+    for layer in (0, 1):
+        assert 0 <= m[f"fig3_survey_share_layer{layer}_at_or_above_paper"] <= 1
+    assert m["fig3_survey_unscaled_median_final"] > m["fig3_survey_median_final"]
 
 
 def check_03(m: Metrics) -> None:
@@ -338,8 +344,13 @@ def check_12(m: Metrics) -> None:
     # from Lloyd inside the comparison's training range; the winner named is one of them.
     assert len(m["forms"]) == len(m["forms_inside_mean"]) == len(m["forms_final_val"]) == 5
     assert m["forms_best_inside"] in m["forms"] and all(math.isfinite(v) for v in m["forms_inside_mean"])
-    assert m["bar_k_tested"] == len(m["ks"]) == len(m["layer_mean_log"]) == len(m["lloyd_mean_log"])
-    assert 0 <= m["bar_k_won"] <= m["bar_k_tested"] and 0 <= m["moonshot_k_won"] <= m["moonshot_k_tested"]
+    assert m["k_tested"] == len(m["ks"]) == len(m["layer_mean_log"]) == len(m["lloyd_mean_log"]) == len(m["win_rate"])
+    for key in ("k_below_lloyd", "k_kmeanspp_below_layer", "k_restarts_below_layer"):
+        assert 0 <= m[key] <= m["k_tested"], key
+    assert 0 <= m["k_large_below_kmeanspp"] <= m["k_large_tested"]
+    # The k named as won on fewer than half of the tasks are those whose win rate is below one half.
+    under_half = [str(k) for k, r in zip(m["ks"], m["win_rate"]) if r < 0.5]
+    assert m["k_wins_under_half"] == (", ".join(under_half) or "none")
     assert all(r >= 1 for r in m["restarts"])
     assert len(m["polished_layer_minus_lloyd"]) == len(m["scaled_layer_minus_lloyd"]) == len(m["ks"])
 

@@ -666,3 +666,16 @@ def test_cuda_equals_cpu(options):
     gpu = model.to("cuda")(X.cuda(), C0.cuda(), steps=10)
     torch.testing.assert_close(gpu.centers.cpu(), cpu.centers, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(gpu.assignments.cpu(), cpu.assignments, rtol=1e-9, atol=1e-9)
+
+
+def test_fig3_survey_places_the_papers_values_among_draws_of_the_recipe():
+    from kmtbook.theorem_checks import PAPER_FIG3, fig3_survey
+
+    s = fig3_survey(16, torch.Generator().manual_seed(0), n=500, layers=len(PAPER_FIG3) - 1)
+    assert s["draws"] == 16
+    for key in ("share_layer0_at_or_above_paper", "share_layer1_at_or_above_paper", "share_final_at_or_below_paper"):
+        assert 0.0 <= s[key] <= 1.0, key
+    # Lloyd never raises the objective, and the unscaled data (a box larger than the unit square)
+    # end higher than the scaled ones.
+    assert s["median_final"] <= s["median_layer1"] <= s["median_layer0"]
+    assert s["unscaled_median_final"] > s["median_final"]

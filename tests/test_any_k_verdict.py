@@ -1,0 +1,66 @@
+"""Chapter 12's verdict: the conclusions it prints come from the fair test's table, not from typed text."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kmtbook.any_k import FairTest, renumbering_sentence, verdict
+
+
+def _test(results: dict[int, dict[str, list[float]]], n: int = 512) -> FairTest:
+    """A fair test whose per-task log objectives are given per k and method."""
+    rows = [
+        {"k": k, "n": n, "task": t, "method": method, "log_objective": v, "polished": v}
+        for k, methods in results.items()
+        for method, values in methods.items()
+        for t, v in enumerate(values)
+    ]
+    return FairTest(pd.DataFrame(rows), {k: 4 for k in results}, 0)
+
+
+RESULTS = {
+    # k = 4: the layer is better on average, but wins one task of four against Lloyd.
+    4: {"layer 1": [1.0, 5.1, 5.1, 5.1], "Lloyd": [5.0, 5.0, 5.0, 5.0],
+        "k-means++ then Lloyd": [4.0] * 4, "best of R Lloyd": [4.5] * 4},
+    # k = 8: the layer wins every task and beats both baselines.
+    8: {"layer 1": [3.0] * 4, "Lloyd": [5.0] * 4, "k-means++ then Lloyd": [4.0] * 4, "best of R Lloyd": [4.5] * 4},
+    # k = 32: the layer loses to Lloyd.
+    32: {"layer 1": [6.0] * 4, "Lloyd": [5.0] * 4, "k-means++ then Lloyd": [4.0] * 4, "best of R Lloyd": [4.5] * 4},
+}
+
+
+def test_verdict_counts_the_k_won_and_lost_against_every_method():
+    v = verdict(_test(RESULTS))
+    assert v.ks == (4, 8, 32)
+    assert v.below_lloyd == (4, 8)
+    assert v.beaten_by == {"k-means++ then Lloyd": (4, 32), "best of R Lloyd": (32,)}
+    assert v.win_rate == {4: 0.25, 8: 1.0, 32: 0.0}
+    assert v.wins_under_half == (4, 32)
+    assert v.large_ks == (32,) and v.below_kmeanspp_large == ()
+    m = v.metrics()
+    assert m["k_tested"] == 3 and m["k_below_lloyd"] == 2 and m["k_kmeanspp_below_layer"] == 2
+    assert m["k_wins_under_half"] == "4, 32" and m["win_rate"] == [0.25, 1.0, 0.0]
+
+
+def test_verdict_sentences_name_the_k_and_the_shares():
+    text = " ".join(verdict(_test(RESULTS)).sentences())
+    assert "below Lloyd's at 2 of 3 values of k (not at k = 32)" in text
+    assert "Against k-means++ then Lloyd, the layers' mean is higher at 2 of 3 values of k (k = 4, 32)" in text
+    assert "fewer than half of the tasks at k = 4, 32 (25% at k = 4, 0% at k = 32)" in text
+    assert "Above k = 16 the layers' mean is below k-means++ then Lloyd at 0 of 1" in text
+
+
+def test_verdict_averages_the_layers_and_reads_a_second_test():
+    two = {k: dict(m, **{"layer 2": m["layer 1"]}) for k, m in RESULTS.items()}
+    v = verdict(_test(two), scaled=_test(RESULTS, n=1024))
+    assert v.below_lloyd == (4, 8) and v.win_rate[4] == 0.25
+    assert v.scaled_below_lloyd == (4, 8)
+    assert "With n growing with k, the layers' mean is below Lloyd's at 2 of 3" in " ".join(v.sentences())
+
+
+def test_renumbering_sentence_says_what_the_numbers_show():
+    kept = renumbering_sentence(4.96, 5.01, 7.3, 5.25)
+    assert kept.startswith("Renumbered, the layers stay below Lloyd (5.01 against 4.96 as trained; Lloyd 5.25)")
+    assert "does not rest on one numbering" in kept and "7.30" in kept
+    assert "lose their lead" in renumbering_sentence(4.96, 5.3, 7.3, 5.25)
+    assert "stay below it too" in renumbering_sentence(4.96, 5.0, 5.1, 5.25)

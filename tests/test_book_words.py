@@ -1,0 +1,33 @@
+"""The book speaks the reader's language: no word of the project's own planning ("the bar",
+"moonshot") in a chapter's prose, its code or its printed sentences."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+PAGES = sorted(BOOK.glob("*.md"))
+PROJECT_WORDS = re.compile(r"(?i)\bmoonshot|\bthe bar\b|\bBAR\s*=")
+REWRITTEN = {"13_your_data": "chapter 13 is being rewritten (issue 27, item 2); its words are fixed there"}
+
+
+def test_the_check_finds_project_words():
+    assert PROJECT_WORDS.search("The bar (below Lloyd at every k): met")
+    assert PROJECT_WORDS.search("print(f'The moonshot: met at {n} values')")
+    assert not PROJECT_WORDS.search(r"\bar X^{(0)} and perm.plot.bar(ax=ax) and the bars to the right")
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(reason=REWRITTEN[p.stem], strict=False)) if p.stem in REWRITTEN else p
+        for p in PAGES
+    ],
+    ids=[p.stem for p in PAGES],
+)
+def test_no_project_words(page):
+    found = [m.group(0) for m in PROJECT_WORDS.finditer(page.read_text(encoding="utf-8"))]
+    assert not found, f"{page.name}: {found}"
