@@ -219,20 +219,22 @@ class KMeansTransformer(nn.Module):
         assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) the objective read
         from it instead of a second distance computation."""
         runner = self.limit_runner
-        runner.compile(self.layer.limit_blocks(), self.layer.ffn)
+        hard = self.layer.writes_hard_assignment()
+        runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
         _, center_tokens = self.embedding.embed(X[:, :1], C0)
         point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.embedding == "norm_augmented")
         trajectory = [C0]
         objectives: list[torch.Tensor] = []
-        hard = self.layer.writes_hard_assignment()
         with torch.no_grad():
             for _ in range(steps):
                 point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
                 C = trajectory[-1]
                 if hard:
-                    assignments = self.embedding.assignments(point_tokens)
-                    assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-                    labels = limit_model.lowest_positive(assignments)
+                    labels = runner.labels  # (the lowest positive assignment, where the kernel read it)
+                    if labels is None:
+                        assignments = self.embedding.assignments(point_tokens)
+                        assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+                        labels = limit_model.lowest_positive(assignments)
                     objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), runner.scratch))
                 else:
                     objectives.append(_kmeans_objective(X, C))
