@@ -28,7 +28,7 @@ from .embedding import make_embedding
 from .equivariant import EquivariantMap
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
-from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
+from .objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
 
@@ -216,8 +216,9 @@ class KMeansTransformer(nn.Module):
     def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
         """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
         coordinate-major point tokens updated in place, and where the layer writes the hard
-        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) the objective read
-        from it instead of a second distance computation."""
+        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) that assignment
+        written in one pass and the objective read from its labels instead of a second distance
+        computation (the costs of the assignments computed in the runner's scratch memory)."""
         runner = self.limit_runner
         hard = self.layer.writes_hard_assignment()
         runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
@@ -240,7 +241,7 @@ class KMeansTransformer(nn.Module):
                     objectives.append(_kmeans_objective(X, C))
                 trajectory.append(self.embedding.centers(center_tokens))
             labels = _nearest_center(X, trajectory[-1])
-            objectives.append(assignment_cost(X, trajectory[-1], labels))
+            objectives.append(assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), runner.scratch))
         return ClusteringResult(
             centers=torch.stack(trajectory, dim=1),
             labels=labels,

@@ -308,12 +308,14 @@ class _HardAssignment:
     ``h + (-h)`` of the assignment coordinates (SAX), and then ``0 + U / Z`` there. The reset of
     a finite coordinate is exactly +0, and +0 plus a value >= +0 is that value, so the new
     coordinates are ``U / Z``, and ``U`` itself where every point has one winner (``Z = 1``,
-    nothing divided). This pass writes ``U`` straight into the tokens from a boolean mask
-    ``s >= max s``, which is ``s == max s`` (nothing exceeds the maximum; NaN satisfies neither),
-    of the same scores (the same product, :meth:`_FastBlock.scores`, on the same chunks of
-    points): three passes over the (n, k) scores fewer (no float comparison in place, no reset,
-    no second addition). The same mask gives the labels (its lowest True entry is the lowest
-    positive coordinate, :func:`lowest_positive`) and the cluster sizes.
+    nothing divided). This pass writes ``U`` straight into the tokens as one comparison
+    ``s >= max s`` (1.0 or 0.0), which is ``s == max s`` (nothing exceeds the maximum; NaN
+    satisfies neither), of the same scores (the same product, :meth:`_FastBlock.scores`, on the same chunks of
+    points): passes over the (n, k) scores fewer (no comparison in place in the scores, no
+    reset, no second addition). One product of ``U`` with the rows (1, ..., 1) and (0, ..., k-1)
+    counts each point's winners and, where there is one (the check), gives its index: the
+    label, which is the lowest positive coordinate (:func:`lowest_positive`); the cluster sizes
+    are counted from the labels.
 
     CAC, hard or linear attention with the centres' one-hot ids as queries, reads the assignment
     coordinates as its scores. Linear: they are its weights ``U``, ``Z`` their row sum, the
@@ -371,8 +373,9 @@ class _HardAssignment:
         blocks then compute the layer again, from tokens that this pass has overwritten with
         finite values, which their reset erases)."""
         plan, B, k = self.cax.plan, X.shape[0], C.shape[1]
-        ids = torch.arange(k, dtype=X.dtype, device=X.device).view(1, 1, k).expand(B, 1, k)
-        sizes: list[torch.Tensor] = []
+        # (1, j) for centre j: U's product with them counts each point's winners and, where there
+        # is one, gives its index (sums of 0s and 1s, and of j * 1 and zeros: exact)
+        count_and_index = torch.stack([torch.ones(k), torch.arange(k)]).to(X).expand(B, 2, k)
         failed: list[bool] = []
 
         def chunk(Xc: torch.Tensor) -> torch.Tensor:
@@ -387,19 +390,20 @@ class _HardAssignment:
             winners = torch.ge(scores, top, out=Xc[..., self.rows])  # 1.0 and 0.0: U (see the class)
             if bool(torch.isnan(top.sum())):
                 self.exact = False
-            size = winners.sum(dim=1)  # (B, k): exact while B m < 2 / eps
-            if not self.exact or B * m >= 2.0 / torch.finfo(X.dtype).eps or float(size.sum()) != B * m:
+            per_point = torch.bmm(count_and_index, winners.transpose(1, 2))  # (B, 2, m)
+            # (every point has a winner where no score is NaN: m winners in all means one each)
+            if not self.exact or B * m >= 2.0 / torch.finfo(X.dtype).eps or float(per_point[:, 0].sum()) != B * m:
                 failed.append(True)
                 return Xc.new_empty(0)
-            sizes.append(size)
-            # one winner per point: its index is sum_j j U_j, exactly
-            return torch.bmm(ids, winners.transpose(1, 2)).view(B, m).long()
+            return per_point[:, 1].long()
 
         labels = by_query_chunks(chunk, X, B * k)
         if failed:
             return None
         self.labels = labels
-        return torch.stack(sizes).sum(0).long()
+        # the cluster sizes: one label per point
+        rows = labels + torch.arange(0, B * k, k, device=labels.device).unsqueeze(1)
+        return torch.bincount(rows.view(-1), minlength=B * k).view(B, k)
 
     def means(
         self, X: torch.Tensor, C: torch.Tensor, counts: torch.Tensor | None
