@@ -16,12 +16,21 @@ pins the thread counts, runs the selected benchmarks, prints the tables and writ
 * ``group``: :mod:`benchmarks.group_bench`, S training runs of one shape as one stacked pass
   (:mod:`kmtlib.training.group`) against the same runs one after another, at d = 32 and d = 4:
   runs x steps per second.
+* ``estimator``: :mod:`benchmarks.estimator_bench`, the theorem model (its forward alone, and the
+  whole ``TransformerKMeans(model="theorem")`` fit) against ``KMeans`` from the same start for
+  the same number of steps, at n = 200 000 on one thread: the ratios (issue 26's target: 3).
 """
 
 from __future__ import annotations
 
-from . import group_bench, lloyd_bench, memory_bench, training_bench
+from . import estimator_bench, group_bench, lloyd_bench, memory_bench, training_bench
 
-BENCHMARKS = {"lloyd": lloyd_bench, "training": training_bench, "memory": memory_bench, "group": group_bench}
+BENCHMARKS = {
+    "lloyd": lloyd_bench,
+    "training": training_bench,
+    "memory": memory_bench,
+    "group": group_bench,
+    "estimator": estimator_bench,
+}
 
 __all__ = ["BENCHMARKS"]

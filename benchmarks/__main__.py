@@ -1,6 +1,8 @@
 """Run the benchmarks: print a table and write JSON.
 
-    python -m benchmarks [--quick] [--out results/benchmarks] [--only lloyd|training|memory] [--threads 1] [--repeats 5]
+    python -m benchmarks [--quick] [--out results/benchmarks] [--only NAME] [--threads 1] [--repeats 5]
+
+with NAME one of lloyd, training, memory, group, estimator (repeatable; default: all).
 
 The timings come from one process with pinned thread counts (the training step's allocator
 settings and the training run each in a child process); on a shared or 2-core machine, quote the

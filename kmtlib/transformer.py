@@ -29,7 +29,7 @@ from .equivariant import EquivariantMap
 from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
-from .objective import _kmeans_objective, _nearest_center, assignment_cost, assignment_cost_rows, center_rows
+from .objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
 
@@ -261,29 +261,32 @@ class KMeansTransformer(nn.Module):
     def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
         """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
         coordinate-major point tokens updated in place, and where the layer writes the hard
-        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) the objective read
-        from it instead of a second distance computation."""
+        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) that assignment
+        written in one pass and the objective read from its labels instead of a second distance
+        computation (the costs of the assignments computed in the runner's scratch memory)."""
         runner = self.limit_runner
-        runner.compile(self.layer.limit_blocks(), self.layer.ffn)
+        hard = self.layer.writes_hard_assignment()
+        runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
         _, center_tokens = self.embedding.embed(X[:, :1], C0)
         point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.embedding == "norm_augmented")
         trajectory = [C0]
         objectives: list[torch.Tensor] = []
-        hard = self.layer.writes_hard_assignment()
         with torch.no_grad():
             for _ in range(steps):
                 point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
                 C = trajectory[-1]
                 if hard:
-                    assignments = self.embedding.assignments(point_tokens)
-                    assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-                    labels = limit_model.lowest_positive(assignments)
+                    labels = runner.labels  # (the lowest positive assignment, where the kernel read it)
+                    if labels is None:
+                        assignments = self.embedding.assignments(point_tokens)
+                        assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+                        labels = limit_model.lowest_positive(assignments)
                     objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), runner.scratch))
                 else:
                     objectives.append(_kmeans_objective(X, C))
                 trajectory.append(self.embedding.centers(center_tokens))
             labels = _nearest_center(X, trajectory[-1])
-            objectives.append(assignment_cost(X, trajectory[-1], labels))
+            objectives.append(assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), runner.scratch))
         return ClusteringResult(
             centers=torch.stack(trajectory, dim=1),
             labels=labels,

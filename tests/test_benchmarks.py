@@ -197,3 +197,31 @@ def test_time_interleaved_rounds_and_failures():
     assert order == ["first", "second"] * 6  # warm-up, then rounds that alternate
     with pytest.raises(ValueError):
         time_interleaved({"a": first}, repeats=2)
+
+
+def test_the_estimator_benchmark_is_registered_and_runs_quick(tmp_path):
+    """``python -m benchmarks --only estimator``: the theorem model's forward and the whole fit
+    against KMeans per shape, from the same start for the same steps, with their ratios."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import BENCHMARKS
+
+    assert "estimator" in BENCHMARKS
+    stdout = _run_quick(tmp_path, "--only", "estimator", timeout=600)
+    result = json.loads((tmp_path / "estimator.json").read_text())
+    assert result["benchmark"] == "estimator" and result["settings"]["threads"] == 1
+    assert result["settings"]["thread_counts_during_run"]["torch"] == 1
+    assert result["shapes"]
+    for shape in result["shapes"]:
+        assert {"n", "d", "k", "steps"} <= set(shape["config"])
+        rows = shape["rows"]
+        assert set(rows) == {"kmeans", "forward", "fit"}
+        for name, row in rows.items():
+            assert row["available"], (name, row)
+            assert len(row["times_s"]) == row["repeats"] >= 5 and row["median_s"] > 0 and row["cpu_median_s"] >= 0
+        # same data, same C0, same T: the theorem model is Lloyd's algorithm, up to rounding
+        assert rows["forward"]["max_abs_dC_vs_kmeans"] < 1e-9 and rows["fit"]["max_abs_dC_vs_kmeans"] < 1e-9
+        for name in ("forward", "fit"):
+            ratio = shape["ratios"][name]
+            assert ratio["wall"] == pytest.approx(rows[name]["median_s"] / rows["kmeans"]["median_s"])
+            assert shape["status"][name].startswith("not judged")
+    assert "ratios to KMeans" in stdout and "forward" in stdout and "fit" in stdout

@@ -2,7 +2,8 @@
 
 * :func:`kmtlib.kernels.labels.lowest_true_` against :func:`~kmtlib.kernels.labels.lowest_true_plain`;
 * the fast whole-model forward (:mod:`kmtlib.kernels.limit_model`) against the model's own loop
-  (``model.fast = False``) for every option set of ``from_theorem`` and the soft variant;
+  (``model.fast = False``) for every option set of ``from_theorem`` and the soft variant, and its
+  hard-assignment pass against the blocks it replaces;
 * the Euclidean soft-max kernel against its explicit form through the layer's blocks (values
   and gradients; the kernel alone is tested in test_learned.py);
 * the points' self-attention in the data's coordinates against the attention of the projected
@@ -162,6 +163,54 @@ def test_limit_model_kernel_is_the_plain_loop_for_the_soft_variant(gamma, monkey
     assert torch.equal(fast.labels, plain.labels)
     # and both are soft k-means (the variant's reference)
     torch.testing.assert_close(fast.centers, soft_kmeans(X, C0, 5, gamma).centers, rtol=1e-9, atol=1e-9)
+
+
+def _hard_assignment_tasks() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Tasks for the hard-assignment pass: plain ones, an empty cluster, exact ties on integer
+    grids (several winners), equal centres, float32, and shapes whose points or centres the
+    blocks take in chunks (k n above the score cap)."""
+    g = torch.Generator().manual_seed(7)
+    X = torch.randn(3, 400, 3, generator=g, dtype=F64)
+    empty = X[:, :5].clone()
+    empty[0, -1] += 50.0
+    grid = torch.randint(0, 5, (2, 300, 2), generator=g).to(F64)
+    equal = X[:1, [0, 0, 3, 9]].clone()
+    X32 = torch.randn(2, 500, 4, generator=g)
+    big = torch.randn(2, 40_000, 3, generator=g, dtype=F64)  # (2 x 40 000 x 64 scores: chunked)
+    return [
+        ("plain", X, X[:, :6].clone()),
+        ("empty cluster", X[:, :, :3], empty),
+        ("ties", grid, grid[:, :6].clone()),
+        ("equal centres", X[:1], equal),
+        ("float32", X32, X32[:, :5].clone()),
+        ("chunked", big, big[:, :64].clone()),
+    ]
+
+
+@pytest.mark.parametrize("options", [{}, {"self_attention": "identity"}, {"center_update": "attention"}])
+def test_hard_assignment_pass_is_the_blocks_bitwise(options, monkeypatch):
+    """CAX and SAX as one pass (and CAC's means read from it) give the numbers of the blocks run
+    one by one, bit for bit: the same products on the same operands, then exact operations."""
+    ran = []
+    write = limit_model._HardAssignment.write_
+
+    def counted(self, X, C):
+        out = write(self, X, C)
+        ran.append(out is not None)
+        return out
+
+    for name, X, C0 in _hard_assignment_tasks():
+        if name == "chunked" and options.get("center_update") == "attention":
+            continue  # (its CAC compares the n points' keys pairwise: n^2 memory)
+        model = KMeansTransformer.from_theorem(X.shape[-1], C0.shape[1], **options).to(X.dtype)
+        with torch.no_grad(), monkeypatch.context() as patch:
+            patch.setattr(limit_model._HardAssignment, "write_", counted)
+            fast = model(X, C0, steps=4)
+            patch.setattr(limit_model._HardAssignment, "of", classmethod(lambda cls, blocks, scratch: None))
+            blocks = model(X, C0, steps=4)
+        for field in ("centers", "labels", "objective", "assignments"):
+            assert torch.equal(getattr(fast, field), getattr(blocks, field)), (name, field)
+    assert any(ran) and not all(ran)  # (the pass ran, and gave the ties back to the blocks)
 
 
 def test_limit_model_supports_only_fixed_weight_token_passing_models():

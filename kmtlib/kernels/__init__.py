@@ -24,8 +24,10 @@ kernel applies is decided by the layer and the model from their configuration an
   formula: the Euclidean soft-max attention of the projected tokens).
 * :mod:`.limit_model`: a whole forward pass of a fixed-weight model, with the point tokens
   stored coordinate-major (the paper's columns: memory (B, D, n)), updated in place, the weights'
-  coordinate selectors evaluated as slices, scratch memory reused from layer to layer, and the
-  objective read from the assignment the tokens hold (plain formula: the model's own loop).
+  coordinate selectors evaluated as slices, scratch memory reused from layer to layer, the hard
+  assignment of Theorem 2.1's limit written in one pass (CAX and SAX together, CAC's means read
+  from it), and the objective read from the assignment the tokens hold (plain formula: the
+  model's own loop).
 * :mod:`.labels`: the lowest-index label search (plain formula: ``argmax`` of a mask).
 * :mod:`.weights`: unnormalised attention weights, ``(U @ V) / Z`` (plain formula: the map's weights).
 * :mod:`.scratch`, :mod:`.layout`: reused temporaries and blocked transposing copies.

@@ -5,7 +5,7 @@ the kernel by the layer, :class:`LimitBlock`).
 
 The plain formula is :meth:`kmtlib.KMeansTransformer.forward` with ``model.fast = False``: embed,
 apply :meth:`kmtlib.layer.KMeansLayer.forward` ``steps`` times, read the centres. This kernel
-computes the same with four changes, none of which changes a number except through the order
+computes the same with five changes, none of which changes a number except through the order
 of a sum (BLAS may add the terms of a product in another order for another memory layout):
 
 * **Coordinate-major point tokens.** The points are stored coordinate by coordinate, as the paper
@@ -20,6 +20,10 @@ of a sum (BLAS may add the terms of a product in another order for another memor
   by 1 or -1 and adding 0 do not round.
 * **In place.** The new point tokens are written over the old ones (the model made them and
   nobody else holds them); temporaries live in one :class:`~kmtlib.kernels.scratch.Scratch`.
+* **One pass for the hard assignment.** Where the layer writes the hard assignment (below), CAX's
+  winners are written straight into the assignment coordinates that SAX would reset, and CAC
+  reads its weights and their counts from them (:class:`_HardAssignment`: the same products,
+  then operations that do not round).
 * **The objective from the assignment.** Where CAX is hard Euclidean attention of the data
   coordinates and SAX resets exactly, the tokens after a layer hold the nearest-centre
   assignment of the centres it read (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`),
@@ -38,7 +42,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._numerics import by_query_chunks, euclidean_scores, tie_equal_keys
+from .._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, euclidean_scores, tie_equal_keys
 from .labels import lowest_true_
 from .layout import copy_transposed_
 from .scratch import Scratch, same_storage
@@ -294,6 +298,133 @@ def _residual_in_place(tokens: torch.Tensor, *increments: tuple[slice | torch.Te
     return True
 
 
+class _HardAssignment:
+    """CAX and SAX of Theorem 2.1's limit as one pass over the points, and CAC's means read from it
+    (where the model found that the layer writes the hard assignment and the compiled weights
+    have this form: :meth:`of`).
+
+    The blocks compute, point by point: the scores ``2 x.c - ||c||^2`` (CAX), the winners ``U``
+    (1.0 where a score equals the row maximum, else 0.0) and their count ``Z``, the reset
+    ``h + (-h)`` of the assignment coordinates (SAX), and then ``0 + U / Z`` there. The reset of
+    a finite coordinate is exactly +0, and +0 plus a value >= +0 is that value, so the new
+    coordinates are ``U / Z``, and ``U`` itself where every point has one winner (``Z = 1``,
+    nothing divided). This pass writes ``U`` straight into the tokens as one comparison
+    ``s >= max s`` (1.0 or 0.0), which is ``s == max s`` (nothing exceeds the maximum; NaN
+    satisfies neither), of the same scores (the same product, :meth:`_FastBlock.scores`, on the same chunks of
+    points): passes over the (n, k) scores fewer (no comparison in place in the scores, no
+    reset, no second addition). One product of ``U`` with the rows (1, ..., 1) and (0, ..., k-1)
+    counts each point's winners and, where there is one (the check), gives its index: the
+    label, which is the lowest positive coordinate (:func:`lowest_positive`); the cluster sizes
+    are counted from the labels.
+
+    CAC, hard or linear attention with the centres' one-hot ids as queries, reads the assignment
+    coordinates as its scores. Linear: they are its weights ``U``, ``Z`` their row sum, the
+    cluster's size (a sum of 0s and 1s, exact in any order). Hard: the row maximum of a cluster
+    with a point is 1, so its winners are the assignment itself (no copy, no comparison) and
+    ``Z`` its size. Either way the means are the same product ``U @ V`` (the same operands in the
+    same memory layout) divided by the same counts, here counted from the mask.
+    Ties between centres (coordinates ``1 / Z``), a NaN score, an empty cluster (row maximum 0:
+    every point wins) and tiny degenerate shapes are left to the blocks, which then run as
+    written; after a NaN the tokens may hold NaN, which the reset keeps, so the blocks run to
+    the end of the forward pass.
+    """
+
+    def __init__(self, rows: slice, cax: _FastBlock, cac: _FastBlock | None, scratch: Scratch) -> None:
+        self.rows, self.cax, self.cac, self.scratch = rows, cax, cac, scratch
+        self.exact = True  # the assignment coordinates are finite (a reset gives exactly 0)
+        self.labels: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, blocks: Mapping[str, _FastBlock], scratch: Scratch) -> _HardAssignment | None:
+        """The pass for these compiled blocks, or None where their weights do not have its form:
+        CAX hard Euclidean attention whose values (the centres' ids) go to a slice of coordinates
+        that SAX resets with its own values times -1; CAC (optional) hard dot-product attention,
+        or linear, whose keys are that slice as it is."""
+        cax, sax, cac = blocks["CAX"], blocks["SAX"], blocks["CAC"]
+        rows, reset = cax.plan.v.rows, sax.plan.v
+        if not (
+            isinstance(rows, slice)
+            and cax.euclidean
+            and cax.hard_weights
+            and not (cax.block.own_values or cax.block.self_attention)
+            and sax.block.own_values
+            and reset.rows == rows
+            and reset.cols == rows
+            and reset.sign == -1.0
+            and reset.diag is None
+            and reset.dense is None
+        ):
+            return None
+        keys = cac.plan.k
+        reads_assignment = (
+            (cac.hard_weights or cac.block.linear)
+            and not (cac.euclidean or cac.block.own_values or cac.block.self_attention)
+            and keys.cols == rows
+            and keys.sign == 1.0
+            and keys.diag is None
+            and keys.dense is None
+        )
+        return cls(rows, cax, cac if reads_assignment else None, scratch)
+
+    def write_(self, X: torch.Tensor, C: torch.Tensor) -> torch.Tensor | None:
+        """Write CAX's hard assignment of the point tokens ``X`` (B, n, D) to the centre tokens
+        ``C`` into ``X`` (what CAX and SAX write there) and return the cluster sizes (B, k), with
+        the labels in ``self.labels``; None where a point has several winners or a NaN score (the
+        blocks then compute the layer again, from tokens that this pass has overwritten with
+        finite values, which their reset erases)."""
+        plan, B, k = self.cax.plan, X.shape[0], C.shape[1]
+        # (1, j) for centre j: U's product with them counts each point's winners and, where there
+        # is one, gives its index (sums of 0s and 1s, and of j * 1 and zeros: exact)
+        count_and_index = torch.stack([torch.ones(k), torch.arange(k)]).to(X).expand(B, 2, k)
+        failed: list[bool] = []
+
+        def chunk(Xc: torch.Tensor) -> torch.Tensor:
+            m = Xc.shape[1]
+            if failed:
+                return Xc.new_empty(0)
+            q, keys = plan.q(Xc), plan.k(C)
+            scores, _ = self.cax.scores(q, keys)  # (B, m, k), keys-major in memory
+            if self.cax.ties_need_care(q):
+                scores = tie_equal_keys(scores, keys, dim=2)
+            top = scores.amax(dim=-1, keepdim=True)
+            winners = torch.ge(scores, top, out=Xc[..., self.rows])  # 1.0 and 0.0: U (see the class)
+            if bool(torch.isnan(top.sum())):
+                self.exact = False
+            per_point = torch.bmm(count_and_index, winners.transpose(1, 2))  # (B, 2, m)
+            # (every point has a winner where no score is NaN: m winners in all means one each)
+            if not self.exact or B * m >= 2.0 / torch.finfo(X.dtype).eps or float(per_point[:, 0].sum()) != B * m:
+                failed.append(True)
+                return Xc.new_empty(0)
+            return per_point[:, 1].long()
+
+        labels = by_query_chunks(chunk, X, B * k)
+        if failed:
+            return None
+        self.labels = labels
+        # the cluster sizes: one label per point
+        rows = labels + torch.arange(0, B * k, k, device=labels.device).unsqueeze(1)
+        return torch.bincount(rows.view(-1), minlength=B * k).view(B, k)
+
+    def means(
+        self, X: torch.Tensor, C: torch.Tensor, counts: torch.Tensor | None
+    ) -> tuple[slice | torch.Tensor, torch.Tensor, float] | None:
+        """CAC's increment ``(rows, values, alpha)`` from the one-hot assignment that :meth:`write_`
+        wrote (its cluster sizes ``counts``), or None where the block must compute it."""
+        cac = self.cac
+        if counts is None or cac is None or not bool((counts > 0).all()):
+            return None
+        B, n, k = X.shape[0], X.shape[1], C.shape[1]
+        q = cac.plan.q(C)
+        v, alpha = cac.plan.v.lazy(X)
+        winners = X[..., self.rows].transpose(1, 2)  # (B, k, n): U, rows contiguous as in the block
+        if not _is_identity(q) or B * n * k > MAX_SCORE_ELEMENTS or _is_identity(v) or _is_identity(winners):
+            return None  # (the block would chunk the centres, or skip the product: let it)
+        out = torch.bmm(winners, v, out=cac.buffer("out", (B, k, v.shape[2]), winners))
+        if not bool((counts == 1).all()):
+            out.div_(counts.to(out.dtype).unsqueeze(2))
+        return cac.plan.v.rows, out, alpha
+
+
 class LimitRunner:
     """The compiled blocks and scratch memory of one model's fast forward (the model keeps it
     between calls, so the scratch memory is reused; not thread-safe: one forward pass at a time).
@@ -308,25 +439,44 @@ class LimitRunner:
         self.scratch = Scratch()
         self.blocks: dict[str, _FastBlock] = {}
         self.ffn = ffn
+        self.labels: torch.Tensor | None = None
+        self.assignment: _HardAssignment | None = None
         if blocks is not None:
             self.compile(blocks, ffn)
 
     def compile(
-        self, blocks: Mapping[str, LimitBlock], ffn: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self,
+        blocks: Mapping[str, LimitBlock],
+        ffn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        hard_assignment: bool = False,
     ) -> None:
-        """Compile the blocks' weights as they are now (once per forward pass)."""
+        """Compile the blocks' weights as they are now (once per forward pass). ``hard_assignment``:
+        the model found that the layer writes the hard nearest-centre assignment
+        (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`); CAX and SAX then run as one
+        pass, :class:`_HardAssignment`, where their compiled weights have its form."""
         self.blocks = {name: _FastBlock(block, self.scratch) for name, block in blocks.items()}
         self.ffn = ffn
+        self.labels = None
+        self.assignment = _HardAssignment.of(self.blocks, self.scratch) if hard_assignment else None
 
     def advance_(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One layer (:meth:`kmtlib.layer.KMeansLayer.forward`), the new point tokens written into
-        ``X`` where it can."""
+        ``X`` where it can. Where the model said the layer writes the hard assignment
+        (``compile(..., hard_assignment=True)``), ``self.labels`` holds afterwards the lowest
+        positive entry of the new assignment (:func:`lowest_positive`), else None."""
         b = self.blocks
-        assign = b["CAX"].increment(X, C)
-        increments = (b["SAX"].increment(X, X), assign)
-        if not _residual_in_place(X, *increments):
-            X = _residual(X, *increments)
-        means = b["CAC"].increment(C, X)
+        self.labels = None
+        counts = self.assignment.write_(X, C) if self.assignment is not None and self.assignment.exact else None
+        if counts is None or self.assignment is None:
+            assign = b["CAX"].increment(X, C)
+            increments = (b["SAX"].increment(X, X), assign)
+            if not _residual_in_place(X, *increments):
+                X = _residual(X, *increments)
+        else:
+            self.labels = self.assignment.labels
+        means = self.assignment.means(X, C, counts) if self.assignment is not None else None
+        if means is None:
+            means = b["CAC"].increment(C, X)
         C = _residual(C, b["SAC"].increment(C, C), means)
         if self.ffn is not None:
             C = C + self.ffn(C)
