@@ -659,7 +659,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             C = C0[start : start + batch]
             Xb = X.unsqueeze(0).expand(C.shape[0], *X.shape)
             if reduced == X.shape[-1] or not model.reembed:
-                finals.append(model(Xb, C, steps=steps).final_centers)
+                finals.append(model.final_centers(Xb, C, steps))
                 continue
             for _ in range(steps):
                 C = model.step(Xb, C)

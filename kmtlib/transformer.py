@@ -258,12 +258,41 @@ class KMeansTransformer(nn.Module):
             for b in c.blocks.values()
         )
 
+    def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
+        """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
+        bitwise, without the objective of every step and the final labels (for a caller that computes
+        its own, as the estimator does: the fast forward then skips about a third of its work)."""
+        self._check_inputs(X, C0)
+        steps = check_int("steps", steps, minimum=0)
+        self.layer.seed_generator_for(X.device)
+        if self.fast and self.uses_limit_kernel(X, C0):
+            return self._limit_steps(X, C0, steps, measure=False)[0][-1]
+        return self.forward(X, C0, steps).final_centers
+
     def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
         """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
         coordinate-major point tokens updated in place, and where the layer writes the hard
         assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) that assignment
         written in one pass and the objective read from its labels instead of a second distance
         computation (the costs of the assignments computed in the runner's scratch memory)."""
+        trajectory, objectives, point_tokens = self._limit_steps(X, C0, steps, measure=True)
+        with torch.no_grad():
+            labels = _nearest_center(X, trajectory[-1])
+            objectives.append(
+                assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), self.limit_runner.scratch)
+            )
+        return ClusteringResult(
+            centers=torch.stack(trajectory, dim=1),
+            labels=labels,
+            objective=torch.stack(objectives, dim=1),
+            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
+        )
+
+    def _limit_steps(
+        self, X: torch.Tensor, C0: torch.Tensor, steps: int, measure: bool
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """The ``steps`` layers of the fast forward: the centre trajectory, the objective of every
+        centres before the last (``measure``; else an empty list) and the last point tokens."""
         runner = self.limit_runner
         hard = self.layer.writes_hard_assignment()
         runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
@@ -274,25 +303,24 @@ class KMeansTransformer(nn.Module):
         with torch.no_grad():
             for _ in range(steps):
                 point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
-                C = trajectory[-1]
-                if hard:
-                    labels = runner.labels  # (the lowest positive assignment, where the kernel read it)
-                    if labels is None:
-                        assignments = self.embedding.assignments(point_tokens)
-                        assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-                        labels = limit_model.lowest_positive(assignments)
-                    objectives.append(assignment_cost_rows(X, C, center_rows(labels, self.k), runner.scratch))
-                else:
-                    objectives.append(_kmeans_objective(X, C))
+                if measure:
+                    objectives.append(self._limit_objective(X, trajectory[-1], point_tokens, hard))
                 trajectory.append(self.embedding.centers(center_tokens))
-            labels = _nearest_center(X, trajectory[-1])
-            objectives.append(assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), runner.scratch))
-        return ClusteringResult(
-            centers=torch.stack(trajectory, dim=1),
-            labels=labels,
-            objective=torch.stack(objectives, dim=1),
-            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
-        )
+        return trajectory, objectives, point_tokens
+
+    def _limit_objective(
+        self, X: torch.Tensor, C: torch.Tensor, point_tokens: torch.Tensor, hard: bool
+    ) -> torch.Tensor:
+        """The objective (B,) of the centres C a layer of the fast forward read: from the assignment
+        it wrote where it is the hard nearest-centre assignment, else by a distance computation."""
+        if not hard:
+            return _kmeans_objective(X, C)
+        labels = self.limit_runner.labels  # (the lowest positive assignment, where the kernel read it)
+        if labels is None:
+            assignments = self.embedding.assignments(point_tokens)
+            assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+            labels = limit_model.lowest_positive(assignments)
+        return assignment_cost_rows(X, C, center_rows(labels, self.k), self.limit_runner.scratch)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:

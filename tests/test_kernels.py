@@ -441,3 +441,33 @@ def test_kernels_on_cuda_are_their_formulas(options):
     fast_out = block(P, P)
     block.fast = False
     torch.testing.assert_close(fast_out, block(P, P), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: KMeansTransformer.from_theorem(3, 4).to(torch.float64),
+        lambda: KMeansTransformer.from_theorem(3, 4, attention="dot").to(torch.float64),
+        lambda: KMeansTransformer.from_theorem(3, 4, center_update="attention", self_attention="identity").to(
+            torch.float64
+        ),
+        lambda: KMeansTransformer.from_theorem(3, 4, gamma=5.0).to(torch.float64),
+        lambda: KMeansTransformer.from_variant("soft", 3, 4).to(torch.float64),
+        lambda: KMeansTransformer.trainable(3, 4, generator=3).eval(),
+    ],
+    ids=["theorem", "theorem-dot", "theorem-attention-update", "theorem-soft", "soft", "trainable"],
+)
+def test_final_centers_are_the_forward_passes_bitwise(build):
+    """model.final_centers skips the objective of every step and the final labels, nothing else:
+    its centres are those of model(X, C0, steps), bitwise, on the fast path and the formula."""
+    model = build()
+    dtype = next(model.parameters()).dtype
+    g = torch.Generator().manual_seed(41)
+    X = torch.rand(3, 60, 3, generator=g, dtype=dtype)
+    C0 = X[:, :4].clone()
+    for fast in (True, False):
+        model.fast = fast
+        with torch.no_grad():
+            assert torch.equal(model.final_centers(X, C0, 5), model(X, C0, steps=5).final_centers)
+    model.fast = True
+    assert torch.equal(model.final_centers(X, C0, 0), C0)
