@@ -110,7 +110,13 @@ def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
     """The largest absolute coordinate per task (B,) over tensors (B, *, d)."""
     size: torch.Tensor | None = None
     for t in tensors:
-        m = t.detach().abs().amax(dim=tuple(range(1, t.dim())))
+        t = t.detach()
+        if t.is_contiguous() and t.numel() > 0:
+            # one pass, no |t| copy: the largest |x| is the larger of |min| and |max|, exactly
+            lo, hi = torch.aminmax(t.reshape(t.shape[0], -1), dim=1)
+            m = torch.maximum(lo.abs(), hi.abs())
+        else:
+            m = t.abs().amax(dim=tuple(range(1, t.dim())))
         size = m if size is None else torch.maximum(size, m)
     if size is None:
         raise ValueError("magnitudes needs at least one tensor")

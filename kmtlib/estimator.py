@@ -527,7 +527,9 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         # the data in a power-of-two unit of their own (exact): their squares neither overflow
         # nor underflow, whatever the scale the user gives (1e200 and 1e-200 cluster as 1)
         self._unit = unit = data_unit(X)
-        X64 = np.asarray(X, dtype=np.float64) / unit
+        X64 = np.asarray(X, dtype=np.float64)
+        if unit != 1.0:  # (the usual unit 1 needs no copy)
+            X64 = X64 / unit
         domain = DomainMap.fit(X64, model.d) if model.config.trainable else _translation(X64)
 
         # the initial centres (n_init, k, d), in the user's space (in the data's unit)
@@ -676,7 +678,8 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         """:func:`labels_inertia`, computed in the unit of the training data (the inertia is
         inf where its value in the user's unit is beyond float64)."""
         unit = self._unit
-        labels, inertia = labels_inertia(np.asarray(X, dtype=np.float64) / unit, np.asarray(centers, np.float64) / unit)
+        X64, C64 = np.asarray(X, dtype=np.float64), np.asarray(centers, np.float64)
+        labels, inertia = labels_inertia(X64 / unit, C64 / unit) if unit != 1.0 else labels_inertia(X64, C64)
         return labels, inertia * unit * unit
 
     def predict(self, X: Any) -> np.ndarray:

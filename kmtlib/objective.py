@@ -73,8 +73,7 @@ def data_shift(X: torch.Tensor) -> torch.Tensor | None:
     origin (ratio 1e3 and more) the shift is what makes the labels right; at the threshold
     (ratio 16) the expansion about the origin loses at most ``2 log2 16 = 8`` of the dtype's bits.
     """
-    lo = X.detach().amin(dim=1, keepdim=True)
-    hi = X.detach().amax(dim=1, keepdim=True)
+    lo, hi = torch.aminmax(X.detach(), dim=1, keepdim=True)  # (one pass; the same numbers as amin and amax)
     centre = lo * 0.5 + hi * 0.5  # (no overflow; halving is exact for normal numbers)
     spread = (hi - centre).amax(dim=(1, 2))  # the largest |x - centre| of every task
     size = torch.maximum(hi.abs(), lo.abs()).amax(dim=(1, 2))
