@@ -373,7 +373,8 @@ def check_13(m: Metrics) -> None:
     assert all(a <= b * (1 + 1e-12) for a, b in zip(default, nopolish))
     assert all(a <= b * (1 + 1e-12) for a, b in zip(nopolish, m["ratio_learned_layer_random"]))
     assert all(a <= 1 + 1e-6 for a in default + m["ratio_learned_kmeanspp"])
-    assert 0 <= m["bar_sets_met_layer"] <= m["bar_sets_met_nopolish"] <= m["bar_sets_met"] == n and m["bar"] == 1.02
+    assert 0 <= m["bar_sets_met_layer"] <= m["bar_sets_met_nopolish"] <= m["bar_sets_met"] == n
+    assert m["within_margin"] == 1.02
     # defaults against defaults: one ratio per data set, the summary numbers taken from them
     ratios = m["defaults_ratio"]
     assert len(ratios) == len(m["defaults_theorem_ratio"]) == m["defaults_sets_tested"] == len(m["defaults_datasets"])
@@ -383,8 +384,8 @@ def check_13(m: Metrics) -> None:
     assert m["defaults_sets_within"] == sum(v <= 1.05 for v in ratios)
     assert m["defaults_goal_met"] == (m["defaults_gmean_ratio"] <= 1 and m["defaults_worst_ratio"] <= 1.05)
     assert m["defaults_time_ratio"] > 0 and m["defaults_theorem_time_ratio"] > 0
-    # the frame: a rotation of the data and the start changes the inertia by rounding only, or a stated amount
-    assert 0 <= m["frame_change_default"] < 1 and 0 <= m["frame_change_unpolished"] < 10
+    # the frame: a rotation of the data and the start changes the inertia by rounding only (the chapter's claim)
+    assert 0 <= m["frame_change_default"] < 1e-9 and 0 <= m["frame_change_unpolished"] < 1e-9
     assert len(m["growth_n"]) == len(m["growth_learned_seconds"]) == len(m["growth_kmeans_seconds"]) >= 1
     # the PCA costs Lloyd a little inertia (it can only help by luck of the basin)
     assert 0.9 < m["pca_inertia_ratio"] < 1.2

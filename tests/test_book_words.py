@@ -11,7 +11,7 @@ import pytest
 BOOK = Path(__file__).resolve().parents[1] / "book"
 PAGES = sorted(BOOK.glob("*.md"))
 PROJECT_WORDS = re.compile(r"(?i)\bmoonshot|\bthe bar\b|\bBAR\s*=")
-REWRITTEN = {"13_your_data": "chapter 13 is being rewritten (issue 27, item 2); its words are fixed there"}
+REWRITTEN: dict[str, str] = {}  # (a chapter being rewritten, by stem: its check expected to fail meanwhile)
 
 
 def test_the_check_finds_project_words():
