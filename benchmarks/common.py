@@ -178,6 +178,82 @@ def load_average() -> list[float] | None:
         return None
 
 
+def calibration_s(rounds: int = 3, size: int = 200_000) -> float:
+    """Seconds of a fixed one-thread loop (the fastest of ``rounds``): the machine's speed now.
+
+    Timed before and after a measurement, it says whether other work took the core meanwhile;
+    the same loop on the same machine takes the same time when nothing else runs."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        acc = 0
+        for i in range(size):
+            acc += i * i % 7
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass(frozen=True)
+class LoadSnapshot:
+    """The 1-minute load average (None where the system has none) and the calibration loop's time."""
+
+    load_1min: float | None
+    calibration_s: float
+
+
+def load_snapshot() -> LoadSnapshot:
+    load = load_average()
+    return LoadSnapshot(load[0] if load else None, calibration_s())
+
+
+@dataclass(frozen=True)
+class LoadCheck:
+    """Whether the machine was loaded between two snapshots, and the sentence that says so.
+
+    Loaded means: a 1-minute load average above the usable cores (more runnable threads than
+    cores, this process included), or the calibration loop slower after than before by more than
+    ``max_slowdown``. Timings taken while loaded measure the other work as much as the code."""
+
+    before: LoadSnapshot
+    after: LoadSnapshot
+    usable_cpus: int
+    max_slowdown: float = 1.5
+
+    @property
+    def peak_load(self) -> float | None:
+        loads = [s.load_1min for s in (self.before, self.after) if s.load_1min is not None]
+        return max(loads) if loads else None
+
+    @property
+    def slowdown(self) -> float:
+        fastest = min(self.before.calibration_s, self.after.calibration_s)
+        return max(self.before.calibration_s, self.after.calibration_s) / fastest
+
+    @property
+    def loaded(self) -> bool:
+        peak = self.peak_load
+        return (peak is not None and peak > self.usable_cpus) or self.slowdown > self.max_slowdown
+
+    def note(self) -> str:
+        load = "unknown" if self.peak_load is None else f"{self.peak_load:.1f}"
+        said = (f"load average up to {load} on {self.usable_cpus} usable cores, calibration loop "
+                f"{self.before.calibration_s * 1e3:.0f} ms before and {self.after.calibration_s * 1e3:.0f} ms after")
+        if self.loaded:
+            return (f"The machine was loaded while these timings were taken ({said}): they measure the other "
+                    "work as much as the code, and no target is judged from them.")
+        return f"The machine was quiet while these timings were taken ({said})."
+
+
+def check_load(before: LoadSnapshot, after: LoadSnapshot | None = None, usable_cpus: int | None = None) -> LoadCheck:
+    """The load check between ``before`` and ``after`` (taken now when not given)."""
+    if usable_cpus is None:
+        try:
+            usable_cpus = len(os.sched_getaffinity(0))
+        except AttributeError:
+            usable_cpus = os.cpu_count() or 1
+    return LoadCheck(before, after if after is not None else load_snapshot(), usable_cpus)
+
+
 def machine_info() -> dict[str, Any]:
     """What the numbers were measured on: CPU, cores, load, library versions, thread counts."""
     import numpy

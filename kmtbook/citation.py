@@ -13,8 +13,11 @@ the line at the end of each page, the ``CITATION.cff`` published beside the HTML
   ``_config.yml``), which the environment variable ``KMT_BOOK_URL`` replaces at publish time (the
   workflow in ``.github/workflows/book.yml`` sets it to the address GitHub Pages gives). Without an
   address, citations name pages and files by their path in the book, never by an invented address;
-* **repository** from GitHub Actions' own variables (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``)
-  when the book is built there, else none.
+* **repository** (the address of the source code, where the commit can be looked up) from the
+  environment variable ``KMT_REPOSITORY_URL`` (the publishing workflow sets it to
+  ``${{ github.server_url }}/${{ github.repository }}``), else from GitHub Actions' own variables
+  (``GITHUB_SERVER_URL``, ``GITHUB_REPOSITORY``) when the book is built there, else none: a local
+  build names no repository rather than a guessed one.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ import yaml
 
 BOOK_URL_VARIABLE = "KMT_BOOK_URL"
 """The environment variable that sets the book's address at publish time (over ``html_baseurl``)."""
+
+REPOSITORY_URL_VARIABLE = "KMT_REPOSITORY_URL"
+"""The environment variable that names the repository the book was built from (its web address)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,10 @@ class BookCitation:
         changes = " with uncommitted changes" if self.modified else ""
         return f"version {self.version}, commit {commit}{changes}"
 
+    def source_text(self) -> str:
+        """``; source code https://host/owner/repo`` when the repository is known, else nothing."""
+        return f"; source code {self.repository}" if self.repository else ""
+
     def address(self, path: str) -> str | None:
         """The published address of ``path`` (relative to the root of the HTML), if the book has one."""
         return self.url + path.lstrip("/") if self.url else None
@@ -73,7 +83,8 @@ class BookCitation:
 
     def reference(self, locator: str, path: str) -> str:
         """A one-line reference to a part of the book: ``locator`` (e.g. "Chapter 5, Fig. 5.5") at ``path``."""
-        return (f"{self.authors} ({self.year}). {self.title}, {self.build_text()}. {locator}. {self.where(path)}.")
+        return (f"{self.authors} ({self.year}). {self.title}, {self.build_text()}{self.source_text()}. {locator}. "
+                f"{self.where(path)}.")
 
     def bibtex(self) -> str:
         """The BibTeX entry of the book."""
@@ -171,8 +182,8 @@ def read_citation(root: Path, version: str, url: str | None, environ: Mapping[st
     address = (environ.get(BOOK_URL_VARIABLE) or url or "").strip() or None
     if address and not address.endswith("/"):
         address += "/"
-    repository = None
-    if environ.get("GITHUB_SERVER_URL") and environ.get("GITHUB_REPOSITORY"):
+    repository = environ.get(REPOSITORY_URL_VARIABLE, "").strip().rstrip("/") or None
+    if repository is None and environ.get("GITHUB_SERVER_URL") and environ.get("GITHUB_REPOSITORY"):
         repository = f"{environ['GITHUB_SERVER_URL'].rstrip('/')}/{environ['GITHUB_REPOSITORY']}"
     return BookCitation(title=str(cff.get("title") or "kmt-book"), authors=_authors(cff), version=version,
                         year=year, commit=commit or None, modified=modified, url=address, repository=repository)

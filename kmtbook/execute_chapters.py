@@ -32,8 +32,10 @@ once all chapters have run, and the command then exits with status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -209,11 +211,35 @@ def execute_chapters(root: Path, cache_path: Path, *, jobs: int | None = None, t
         log(f"kmt: [{len(outcomes)}/{len(pending)}] {chapter.docname} {status} in {seconds:.1f} s "
             f"({time.perf_counter() - started_all:.0f} s since start)")
 
-    if shared:
-        _run_side_by_side(shared, min(jobs, len(shared)), timeout, finish)
-    _run_alone(alone, timeout, finish)
+    with _shared_results(cache_path / SHARED_FOLDER):
+        if shared:
+            _run_side_by_side(shared, min(jobs, len(shared)), timeout, finish)
+        _run_alone(alone, timeout, finish)
     log(f"kmt: executed {len(outcomes)} chapters in {time.perf_counter() - started_all:.0f} s")
     return outcomes
+
+
+SHARED_FOLDER = "kmt_shared_results"
+"""Beside the cache: what the chapters of one run compute alike (:mod:`kmtbook.shared_results`)."""
+
+
+@contextlib.contextmanager
+def _shared_results(folder: Path):
+    """The chapters this run executes share results in ``folder``, emptied first (a result of an
+    earlier build may come from other code) and after (the executed notebooks hold what they read)."""
+    from .shared_results import SHARED_VARIABLE
+
+    shutil.rmtree(folder, ignore_errors=True)
+    before = os.environ.get(SHARED_VARIABLE)
+    os.environ[SHARED_VARIABLE] = str(folder)  # (the workers and their kernels inherit it)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[SHARED_VARIABLE]
+        else:
+            os.environ[SHARED_VARIABLE] = before
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pending_chapters(root: Path, pages: list[Path], texts: dict[Path, str], cache: Any) -> list[Chapter]:

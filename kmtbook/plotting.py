@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -143,3 +144,32 @@ def plot_block_weights(weights: Mapping, names: Sequence[str], blocks: Sequence[
             ax.grid(False)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.01)
     return fig
+
+
+def _overlapping(ax, axis: str = "x", pad_px: float = 4.0) -> bool:
+    """Whether neighbouring tick labels of ``ax`` overlap as drawn (with ``pad_px`` between them)."""
+    renderer = ax.figure.canvas.get_renderer()
+    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    boxes = sorted((t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()),
+                   key=lambda b: b.x0 if axis == "x" else b.y0)
+    if axis == "x":
+        return any(a.x1 + pad_px > b.x0 for a, b in itertools.pairwise(boxes))
+    return any(a.y1 + pad_px > b.y0 for a, b in itertools.pairwise(boxes))
+
+
+def fit_tick_labels(ax) -> str:
+    """Keep the x tick labels of ``ax`` apart: as they are if they fit, else each broken into lines
+    at its spaces, else turned upright. Returns which ("as is", "wrapped" or "turned").
+
+    Call it after everything that changes the figure's layout is set (the figure is drawn to measure
+    the labels), e.g. for categories such as ``seed 153476998`` under narrow bars."""
+    ax.figure.canvas.draw()
+    if not _overlapping(ax):
+        return "as is"
+    texts = [t.get_text() for t in ax.get_xticklabels()]
+    ax.set_xticks(ax.get_xticks(), [s.replace(" ", "\n") for s in texts])
+    ax.figure.canvas.draw()
+    if not _overlapping(ax):
+        return "wrapped"
+    ax.set_xticks(ax.get_xticks(), texts, rotation=90)
+    return "turned"

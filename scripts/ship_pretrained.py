@@ -60,7 +60,9 @@ def main() -> None:
 ## `{args.name}`
 
 The trained layer that `kmtlib.TransformerKMeans(model="learned")` loads (`kmtlib.load_model`, then
-`.eval()`): a copy of `model.pt` of the run `{relative}` in the repository.
+`.eval()`): a copy of `model.pt` of the run `{relative}` of the kmt-book source
+repository (the book this package comes with; a pip install holds the layer only, not the run's log
+and manifest).
 
 What it is:
 
@@ -70,7 +72,7 @@ What it is:
 - trained on {_describe_tasks(config)}, with k drawn per batch from {config["k_min"]}..{config["k_max"]} except
   the held-out {config["k_held_out"] or "none"}; {steps} steps, batch {config["batch"]}, learning rate
   {config["lr"]} (halved on a plateau), loss inverse temperature {config["loss_inv_temp"]};
-{warm}- made by
+{warm}- made by (from the root of the kmt-book repository, which `--out` is relative to)
 
   ```
   {manifest["command"]}
@@ -83,9 +85,9 @@ What it is:
 - SHA-256 `{sha}`.
 
 Chapter 13 of the book measures it on real data sets against scikit-learn's `KMeans`. To replace it,
-run `python scripts/ship_pretrained.py RUN_FOLDER` with another finished run (any layer with
-`config.reads_any_k` and `config.trainable` works; its `d` is the dimension of the model's domain)
-and set `kmtlib.estimator.PRETRAINED_ANY_K` to the file's name.
+run, in a clone of the kmt-book repository, `python scripts/ship_pretrained.py RUN_FOLDER` with another
+finished run (any layer with `config.reads_any_k` and `config.trainable` works; its `d` is the dimension
+of the model's domain) and set `kmtlib.estimator.PRETRAINED_ANY_K` to the file's name.
 """
     (TARGET / "README.md").write_text(text)
     print(f"{TARGET / args.name}: SHA-256 {sha}")

@@ -299,3 +299,67 @@ def split_link(url: str) -> tuple[str, str]:
 
 def read_json(data: bytes) -> dict:
     return json.loads(data.decode("utf-8"))
+
+
+# How the tables of a page sit in its content column, and which words a line break cut in two;
+# returned to Python as JSON. A table is cut off when it reaches past the column with no scrolling
+# container between them; it scrolls when its container has a horizontal scroll bar. A word is
+# broken when its letters lie on more than one line (breaks at spaces, after hyphens and slashes
+# are line breaks, not broken words). Pre-formatted blocks (commands, code) wrap as they must.
+LAYOUT_PROBE = r"""
+const main = document.querySelector('.bd-article, article, main') || document.body;
+const column = main.getBoundingClientRect();
+const scroller = el => {
+  for (let a = el.parentElement; a && a !== main; a = a.parentElement) {
+    const o = getComputedStyle(a).overflowX;
+    if (o === 'auto' || o === 'scroll') return a;
+  }
+  return null;
+};
+const name = t => (t.className ? '.' + String(t.className).trim().split(/\s+/).join('.') : '') +
+  ' ' + JSON.stringify((t.querySelector('th, td') || t).innerText.trim().slice(0, 30));
+const tables = [...main.querySelectorAll('table')].filter(t => t.getBoundingClientRect().width > 0).map(t => {
+  const box = t.getBoundingClientRect();
+  const holder = scroller(t);
+  const past = box.right > column.right + 1 || box.left < column.left - 1;
+  return {table: name(t), width: Math.round(box.width), column: Math.round(column.width),
+          cutOff: past && !holder,
+          scrolls: !!holder && holder.scrollWidth > holder.clientWidth + 1,
+          holder: holder ? `${holder.className}: ${holder.scrollWidth} px in ${holder.clientWidth} px` : null};
+});
+const broken = [];
+const unwrapped = 'pre, script, style, mjx-container, .kmt-command';
+const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT, {acceptNode: n =>
+  (n.parentElement.closest('table, .kmt-rerun') && !n.parentElement.closest(unwrapped))
+    ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_REJECT});
+for (let n = walker.nextNode(); n && broken.length < 20; n = walker.nextNode()) {
+  const re = /[^\s\-\/\u2010-\u2014\u200b]+/g;
+  let m;
+  while ((m = re.exec(n.data)) !== null) {
+    if (m[0].length < 2) continue;
+    const r = document.createRange();
+    r.setStart(n, m.index);
+    r.setEnd(n, m.index + m[0].length);
+    const tops = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top / 4)));
+    if (tops.size > 1) broken.push(m[0]);
+  }
+}
+return {tables: tables, brokenWords: broken,
+        pageScrollsSideways: document.documentElement.scrollWidth > document.documentElement.clientWidth + 1};
+"""
+
+
+def layout(driver, url: str) -> dict:
+    """Load ``url`` and return :data:`LAYOUT_PROBE`'s view of its tables and words."""
+    driver.get(url)
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const s = (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();"
+        "Promise.race([s, new Promise(r => setTimeout(r, 30000))]).then(() => done(true));")
+    return driver.execute_script(LAYOUT_PROBE)
+
+
+def as_phone(driver, width: int = 390, height: int = 844) -> None:
+    """Make the page viewport a phone's (CSS pixels, touch, mobile viewport rules)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 3, "mobile": True})

@@ -225,3 +225,17 @@ def test_the_estimator_benchmark_is_registered_and_runs_quick(tmp_path):
             assert ratio["wall"] == pytest.approx(rows[name]["median_s"] / rows["kmeans"]["median_s"])
             assert shape["status"][name].startswith("not judged")
     assert "ratios to KMeans" in stdout and "forward" in stdout and "fit" in stdout
+
+
+def test_load_check_flags_a_loaded_machine():
+    from benchmarks.common import LoadSnapshot, calibration_s, check_load
+
+    assert 0 < calibration_s(rounds=1, size=1000) < 1
+    quiet = check_load(LoadSnapshot(0.3, 0.010), LoadSnapshot(1.1, 0.011), usable_cpus=2)
+    assert not quiet.loaded and "quiet" in quiet.note()
+    by_load = check_load(LoadSnapshot(8.0, 0.010), LoadSnapshot(7.5, 0.011), usable_cpus=2)
+    assert by_load.loaded and "no target is judged" in by_load.note() and "8.0" in by_load.note()
+    by_slowdown = check_load(LoadSnapshot(None, 0.010), LoadSnapshot(None, 0.025), usable_cpus=2)
+    assert by_slowdown.loaded and by_slowdown.peak_load is None and "unknown" in by_slowdown.note()
+    now = check_load(LoadSnapshot(None, 1.0))
+    assert now.usable_cpus >= 1 and now.after.calibration_s > 0

@@ -354,3 +354,38 @@ def test_citation_metadata_agrees():
     cite = (site.BOOK / "cite.md").read_text()
     assert "@inproceedings{clarkson2026transformer" in cite and "```{book-citation}" in cite
     assert f"ersion {version}" not in cite and not PLACEHOLDERS.search(cite)
+
+
+def _layout_problems(name: str, seen: dict, allow_scroll: bool) -> list[str]:
+    out = [f"{name}: table {t['table']} is cut off ({t['width']} px in a {t['column']} px column, no scroll bar)"
+           for t in seen["tables"] if t["cutOff"]]
+    if not allow_scroll:
+        out += [f"{name}: table {t['table']} scrolls sideways ({t['width']} px in a {t['column']} px column; "
+                f"{t['holder']})"
+                for t in seen["tables"] if t["scrolls"]]
+    out += [f"{name}: words broken across lines {seen['brokenWords'][:5]}"] if seen["brokenWords"] else []
+    return out
+
+
+def test_pages_read_on_a_phone(html, base):
+    """At a phone's 390 px no table is cut off (a wide one scrolls in its own container) and no word
+    in a table or the rerun box is broken across lines."""
+    names = sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))
+    problems = []
+    with site.chromium() as driver:
+        site.as_phone(driver)
+        for name in names:
+            problems += _layout_problems(name, site.layout(driver, base + name), allow_scroll=True)
+    assert not problems, "at 390 px:\n" + "\n".join(problems)
+
+
+def test_the_figure_register_and_the_results_table_fit_a_desktop_window(html, base):
+    """At 1280 px the register of figures and the index's results table fit the content column:
+    nothing cut off, no sideways scrolling, no broken word."""
+    problems = []
+    with site.chromium() as driver:
+        for name in ("book/index.html", "book/figures.html"):
+            seen = site.layout(driver, base + name)
+            assert seen["tables"], f"{name}: no table"
+            problems += _layout_problems(name, seen, allow_scroll=False)
+    assert not problems, "at 1280 px:\n" + "\n".join(problems)

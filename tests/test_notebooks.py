@@ -12,6 +12,7 @@ import papermill as pm
 import pytest
 from _book_site import QUICK, run_chapter
 from chapter_cases import CASES
+from test_machine_paths import machine_paths_in_outputs
 
 from kmtbook.chapter_specs import SPECS
 
@@ -96,6 +97,8 @@ def test_chapter_runs_and_writes_metrics(name):
             assert f.is_file() and f.stat().st_size > 1000, f"missing or empty figure file {f.name}"
         source = (BOOK / name).read_text()
         assert f"name: {label}" in source, f"{label} is saved but has no labelled figure cell"
+    printed = machine_paths_in_outputs(json.loads((out / f"{Path(name).stem}.ipynb").read_text()))
+    assert not printed, f"the chapter prints absolute paths of this machine: {printed[:3]}"
     check(metrics)
 
 

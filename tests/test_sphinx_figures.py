@@ -170,3 +170,40 @@ def test_the_environment_table_names_every_package_of_the_build():
     assert table["classes"] == ["kmt-table", "kmt-environment"]
     assert names[:5] == ["Python", "platform", "CPU cores", "KMT_DEVICE", "CUDA"]
     assert names[5:] == list(provenance.BUILD_PACKAGES)
+
+
+def _cited_page(app) -> tuple[str, str]:
+    page = nodes.document(None, None)
+    section = nodes.section()
+    page += section
+    section += nodes.figure(ids=[LABEL])
+    figures.add_citations(app, page, "01_kmeans_and_lloyd")
+    return section[1].astext(), section[2].astext()
+
+
+def test_the_repository_and_address_are_settings_of_the_build(tmp_path):
+    """Set (as the publishing workflow sets them), every citation names them; unset, none is made up."""
+    from kmtbook.citation import REPOSITORY_URL_VARIABLE
+
+    unset = _app(tmp_path / "unset")
+    figure_line, page_line = _cited_page(unset)
+    for text in (figure_line, page_line, unset.kmt_citation.bibtex()):
+        assert "source code" not in text and "http" not in text
+    said = figures.book_citation(unset, "cite", None)[0].astext()
+    assert "no repository address (KMT_REPOSITORY_URL is not set)" in said
+
+    published = _app(tmp_path / "set")
+    environ = {"KMT_BOOK_URL": "https://readers.invalid/book", REPOSITORY_URL_VARIABLE: "https://git.invalid/me/kmt/ "}
+    published.kmt_citation = read_citation(tmp_path / "set", "9.9.9", None, environ)
+    figure_line, page_line = _cited_page(published)
+    for text in (figure_line, page_line):
+        assert "; source code https://git.invalid/me/kmt" in text and "https://readers.invalid/book/" in text
+    assert "source code \\url{https://git.invalid/me/kmt}" in published.kmt_citation.bibtex()
+    assert "https://git.invalid/me/kmt" in published.kmt_citation.reference("Chapter 1", "01.html")
+    figures.write_cff(published)
+    cff = yaml.safe_load((tmp_path / "set" / "html" / "CITATION.cff").read_text())
+    assert cff["repository-code"] == "https://git.invalid/me/kmt" and cff["url"] == "https://readers.invalid/book/"
+    # GitHub Actions' own variables name the repository where the setting is absent
+    actions = read_citation(tmp_path / "set", "9.9.9", None, {"GITHUB_SERVER_URL": "https://github.com",
+                                                              "GITHUB_REPOSITORY": "me/kmt"})
+    assert actions.repository == "https://github.com/me/kmt"

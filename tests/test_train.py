@@ -234,3 +234,21 @@ def test_two_processes_cannot_train_into_one_folder(tmp_path):
         )
         assert proc.returncode != 0 and "in use by another training process" in proc.stderr
     assert train(dict(TINY, steps=5), out, quiet=True)["status"] == "finished"  # free again
+
+
+def test_manifest_records_paths_below_the_working_directory_relatively(tmp_path, monkeypatch, capsys):
+    from kmtlib.training.cli import _portable_argv
+    from kmtlib.training.run_folder import portable_path
+
+    monkeypatch.chdir(tmp_path)
+    inside, outside = tmp_path / "runs" / "a", tmp_path.parent / "elsewhere"
+    assert portable_path(inside) == "runs/a" and portable_path("runs/a") == "runs/a"
+    assert portable_path(outside) == str(outside)  # not below: kept, nothing made up
+    assert _portable_argv(["--out", str(inside), f"--init-from={inside}/model.pt", "--k", "3"]) == [
+        "--out", "runs/a", "--init-from=runs/a/model.pt", "--k", "3"]
+    main(["--d", "3", "--k", "3", "--n", "24", "--batch", "8", "--eval-every", "5", "--val-batches", "2",
+          "--steps", "5", "--embedding", "none", "--quiet", "--out", str(inside)])
+    capsys.readouterr()
+    manifest = json.loads((inside / "manifest.json").read_text())
+    assert manifest["command"].endswith("--out runs/a") and str(tmp_path) not in json.dumps(manifest)
+    assert "relative to the working directory" in manifest["paths"]

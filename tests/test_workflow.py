@@ -88,6 +88,14 @@ def test_the_published_address_reaches_the_build():
     assert "http" not in WORKFLOW.read_text().replace("${{", ""), "no address is typed into the workflow"
 
 
+def test_the_repository_reaches_the_build():
+    """The repository the workflow runs in, not a typed address, names the source in every citation."""
+    from kmtbook.citation import REPOSITORY_URL_VARIABLE
+
+    build = next(step for step in _steps() if step.get("run", "").strip() == _readme_book_command())
+    assert build.get("env", {}).get(REPOSITORY_URL_VARIABLE) == "${{ github.server_url }}/${{ github.repository }}"
+
+
 def test_the_workflow_publishes_the_folder_the_build_writes():
     device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
     upload = next(step for step in _steps() if step.get("uses", "").startswith("actions/upload-pages-artifact"))

@@ -53,13 +53,30 @@ CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
 .kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
-table.kmt-figures td:nth-child(3) { min-width: 20em; }
+/* the register of figures fits the content column of a 1280 px window: the captions take the room
+   that is left, and a figure's label may break after a hyphen */
+table.kmt-figures { width: 100%; }
+table.kmt-figures code span.pre { white-space: normal; }
+/* tables in the text (the index's results table): a smaller type and padding, so that four columns
+   with formulas fit the content column of a 1280 px window; wider ones scroll in their container */
+.bd-article .pst-scrollable-table-container > table { font-size: 0.85em; }
+.bd-article .pst-scrollable-table-container > table :is(th, td) { padding: 0.3rem 0.45rem; }
+.bd-article .pst-scrollable-table-container > table code span.pre { white-space: normal; }
 /* the parameters of a chapter: every cell wraps, so that the table fits the content column */
 .kmt-rerun table.kmt-parameters { width: 100%; table-layout: fixed; font-size: 0.85em; }
 .kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td {
   vertical-align: top; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
 .kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
   white-space: normal; overflow-wrap: anywhere; }
+/* on a phone the parameter table keeps its words whole: it takes the width its words need and
+   scrolls sideways in its container (pydata's .pst-scrollable-table-container) when that is more */
+@media (max-width: 640px) {
+  .kmt-rerun table.kmt-parameters { table-layout: auto; width: auto; }
+  .kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td,
+  .kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
+    overflow-wrap: normal; word-break: normal; }
+  .kmt-rerun table.kmt-parameters td:last-child { min-width: 12em; }
+}
 p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
 p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """

@@ -18,7 +18,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from ..chapter import find_repo_root
-from ..citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
+from ..citation import BOOK_URL_VARIABLE, REPOSITORY_URL_VARIABLE, BookCitation, read_cff, read_citation
 from ..paper_figures import reproduces
 from .pages import (
     chapter_title,
@@ -151,6 +151,13 @@ def _file_link(app: Sphinx, fromdoc: str, target: str, citation: BookCitation) -
     return link(target, relative_uri(app, fromdoc, target))
 
 
+def _add_source(para: nodes.paragraph, citation: BookCitation) -> None:
+    """``; source code <repository>`` (a link) when the build knows its repository; nothing otherwise."""
+    if citation.repository:
+        para += nodes.Text("; source code ")
+        para += link(citation.repository, citation.repository, internal=False)
+
+
 def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph:
     """The line under a figure: chapter-qualified number, label, files and the BibTeX key."""
     citation = _citation(app)
@@ -160,8 +167,9 @@ def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph
     png, pdf = figure_files(app, docname, figure)
     para = nodes.paragraph(classes=["kmt-cite-figure"])
     para += nodes.strong(text="Cite this figure: ")
-    para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}, "
-                       f"{chapter}, {number} ({label}). File: ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}")
+    _add_source(para, citation)
+    para += nodes.Text(f", {chapter}, {number} ({label}). File: ")
     para += _file_link(app, docname, figure_target(app, label, ".png"), citation) if png is not None \
         else nodes.Text("(no file in this build)")
     if pdf is not None:
@@ -185,8 +193,9 @@ def _page_citation(app: Sphinx, docname: str) -> nodes.paragraph:
     path = app.builder.get_target_uri(docname)
     para = nodes.paragraph(classes=["kmt-cite-page"])
     para += nodes.strong(text="Cite this page: ")
-    para += nodes.Text(f"{citation.authors} ({citation.year}). {citation.title}, {citation.build_text()}. "
-                       f"{_locator(app, docname)}. ")
+    para += nodes.Text(f"{citation.authors} ({citation.year}). {citation.title}, {citation.build_text()}")
+    _add_source(para, citation)
+    para += nodes.Text(f". {_locator(app, docname)}. ")
     address = citation.address(path)
     para += link(address, address, internal=False) if address else nodes.Text(f"{path} in the book's HTML")
     para += nodes.Text(f". BibTeX key {citation.key}")
@@ -223,6 +232,12 @@ def book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.
     else:
         para += nodes.Text("no published address (html_baseurl is not set), so the citations name pages and "
                            "files by their path in the book's HTML")
+    if citation.repository:
+        para += nodes.Text("; built from the repository ")
+        para += link(citation.repository, citation.repository, internal=False)
+    else:
+        para += nodes.Text(f"; no repository address ({REPOSITORY_URL_VARIABLE} is not set), so the commit "
+                           "is named without one")
     para += nodes.Text(". The same in machine-readable form: ")
     para += link("CITATION.cff of this build", relative_uri(app, fromdoc, "CITATION.cff"))
     para += nodes.Text(".")

@@ -15,7 +15,7 @@ from ..tasks import FAMILIES
 from .config import _DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, TASK_FAMILIES, TrainConfig
 from .group import configs_for_seeds, parse_seeds, seed_folders, train_group
 from .loop import train
-from .run_folder import RunInUseError
+from .run_folder import RunInUseError, portable_path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,6 +137,22 @@ def _add_any_k_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
 
 
 
+_PATH_OPTIONS = ("--out", "--init-from")
+
+
+def _portable_argv(argv: list[str]) -> list[str]:
+    """The arguments as the manifest records them: run folders and weights below the working
+    directory relative to it (see :func:`portable_path`), everything else as typed."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if i > 0 and out[i - 1] in _PATH_OPTIONS:
+            out[i] = portable_path(a)
+        elif "=" in a and a.split("=", 1)[0] in _PATH_OPTIONS:
+            opt, value = a.split("=", 1)
+            out[i] = f"{opt}={portable_path(value)}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
     if args.seeds is not None and args.seed is not None:
@@ -144,7 +160,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.seed is None:
         args.seed = TrainConfig.seed
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-    command = "python -m kmtlib.train " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    if values.get("init_from"):
+        values["init_from"] = portable_path(values["init_from"])  # (the config is saved with the weights)
+    typed = sys.argv[1:] if argv is None else argv
+    command = "python -m kmtlib.train " + " ".join(shlex.quote(a) for a in _portable_argv(typed))
     # Bad options end in one "error: ..." line (as argparse's own), never a traceback and never
     # after a training step: train() checks everything before it starts.
     if not args.out.strip():

@@ -35,6 +35,7 @@ from .run_folder import (
     LOG_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
+    PATHS_NOTE,
     PREVIOUS_FILE,
     RUN_FILES,
     RunFolderError,
@@ -400,6 +401,7 @@ class _Run:
         device = self.device
         return {
             "command": self.command,
+            "paths": PATHS_NOTE,
             "config": dataclasses.asdict(config),
             "seed": config.seed,
             "derived_seeds": self.seeds,

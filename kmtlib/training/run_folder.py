@@ -190,6 +190,24 @@ def check_run_options(
     return stop_at, threads
 
 
+PATHS_NOTE = "paths in command relative to the working directory it ran in, where they lie below it"
+
+
+def portable_path(path: str | os.PathLike) -> str:
+    """``path`` relative to the working directory where it lies below it, else as given.
+
+    A manifest that records ``/home/me/repo/runs/x`` tells another reader nothing; ``runs/x``
+    reruns from the same folder on any machine."""
+    text = os.fspath(path)
+    if not os.path.isabs(text):
+        return text
+    try:
+        rel = Path(text).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return text
+    return rel.as_posix() or "."
+
+
 def checked_run_folder(out_dir: str | os.PathLike) -> Path:
     """``out_dir`` as a Path, refused where it cannot be a run folder (nothing is created)."""
     if not isinstance(out_dir, (str, os.PathLike)):
