@@ -98,6 +98,8 @@ def _copy_book_without_chapters(dest: Path) -> None:
     config.setdefault("execute", {})["execute_notebooks"] = "off"
     config.setdefault("sphinx", {}).setdefault("config", {})["kmt_chapter_suffix"] = ".md"
     (dest / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # the library's source, which chapters show with literalinclude (`../kmtlib/...`)
+    shutil.copytree(ROOT / "kmtlib", dest / "kmtlib", ignore=shutil.ignore_patterns("__pycache__", "*.pt", "*.md"))
     for item in BOOK.iterdir():
         if re.match(r"\d", item.name) and item.suffix == ".md":
             continue
