@@ -213,6 +213,7 @@ def test_same_run_by_id_or_by_settings():
 
 def test_output_folder_is_relative_to_the_repository_root(tmp_path):
     (tmp_path / "_config.yml").write_text("")
+    (tmp_path / "pyproject.toml").write_text("")  # (a repository root: the book and the project)
     (tmp_path / "kmtlib").mkdir()
     (tmp_path / "book").mkdir()
     app = SimpleNamespace(srcdir=str(tmp_path / "book"))
