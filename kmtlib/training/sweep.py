@@ -281,7 +281,8 @@ def _wait(
             if str(job.job_id) not in said:
                 line = said[str(job.job_id)] = f"{watch.describe([job])} is gone from the scheduler"
                 others = len(waiting) - len(gone)
-                bar.write(f"sweep: job {line}" + (f"; waiting for the {others} other job(s)" if others else ""))
+                bar.write(f"sweep: job {line}" + (f"; waiting for the {others} other job(s)" if others else ""),
+                          file=sys.stderr)
         if len(gone) == len(waiting):
             return said
         time.sleep(poll_s)
