@@ -147,3 +147,12 @@ def test_a_cancelled_job_array_is_noticed_and_resumed_bit_for_bit(slurm, tmp_pat
               f"{', '.join(f'{n} {s}' for n, s in at_cancel.items())} of {STEPS}; the driver ended "
               f"{noticed_s:.1f} s after the cancellation; resumed to step {STEPS}; "
               f"{len(RUNS)} models equal the serial sweep's bit for bit")  # fmt: skip
+
+
+def test_a_partition_slurm_refuses_ends_in_one_line(slurm, tmp_path):
+    command = _sweep(tmp_path / "sweep", "slurm")
+    command[-1] = json.dumps({"slurm_partition": "no_such_partition"})
+    proc = subprocess.run(command, env=_environment(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the scheduler refused the jobs (see --slurm)") and "partition" in last, last

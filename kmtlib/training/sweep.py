@@ -258,8 +258,12 @@ def _submit(
     if executor == "slurm":
         parameters.update(slurm or {})
     pool.update_parameters(**parameters)
-    with pool.batch():
-        jobs = [pool.submit(run_group, group, str(out), threads, program) for group in todo]
+    try:
+        with pool.batch():
+            jobs = [pool.submit(run_group, group, str(out), threads, program) for group in todo]
+    except submitit.core.utils.FailedJobError as exc:  # (sbatch refused them: a partition that is not there, ...)
+        said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise ValueError(f"the scheduler refused the jobs (see --slurm): {said}") from None
     return jobs
 
 
