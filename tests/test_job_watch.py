@@ -117,23 +117,41 @@ def test_queue_states_reads_squeue(monkeypatch):
     assert queue_states(["1_0"]) is None
 
 
-def _fake_submission(monkeypatch, make_jobs, queue=None):
+def _fake_submission(monkeypatch, make_jobs, queue=None, at_poll=None):
     """``execute``'s submitit path with jobs from ``make_jobs(folder, groups)`` and a queue that
     lists only the jobs in ``queue`` (a scancel'ed job drops out of it on a cluster without
-    accounting, and sacct says nothing)."""
+    accounting, and sacct says nothing); ``at_poll(i)`` runs at the driver's i-th pause, and a
+    driver still waiting after 2000 pauses fails the test instead of hanging it."""
     monkeypatch.setattr(sweep, "_submit", lambda todo, out, *rest: make_jobs(out / "_submitit", todo))
     monkeypatch.setattr(job_watch, "queue_states", lambda ids: {i: s for i, s in (queue or {}).items() if i in ids})
+    polls = {"n": 0}
+    real_sleep = time.sleep
+
+    def sleep(seconds):
+        polls["n"] += 1
+        if polls["n"] > 2000:
+            raise AssertionError("the driver is still waiting for jobs that are gone")
+        if at_poll:
+            at_poll(polls["n"])
+        real_sleep(seconds)
+
+    monkeypatch.setattr(sweep.time, "sleep", sleep)
+    return polls
 
 
 def test_the_driver_ends_when_its_jobs_are_gone(monkeypatch, tmp_path, capfd):
     """Every job cancelled without a result, and submitit's warnings on the way: the driver ends
     within a bounded time with one error naming every job; the warnings are in the sweep's
     folder, not on the terminal."""
+    pytest.importorskip("submitit")  # (its logger gets its handlers to the terminal on import)
     plan = select(paper_plan(seeds=[1, 2], steps=2, **TINY), ["main"])
+    logger = logging.getLogger("submitit")
+    before, seen = list(logger.handlers), []
 
     def make_jobs(folder, todo):
         folder.mkdir(parents=True, exist_ok=True)
-        logging.getLogger("submitit").warning("Call #1 - Bypassing sacct error, status may be inaccurate.")
+        seen.extend(logger.handlers)
+        logger.warning("Call #1 - Bypassing sacct error, status may be inaccurate.")
         return [FakeJob(folder, f"31_{i}") for i in range(len(todo))]
 
     _fake_submission(monkeypatch, make_jobs)
@@ -147,11 +165,14 @@ def test_the_driver_ends_when_its_jobs_are_gone(monkeypatch, tmp_path, capfd):
     err = capfd.readouterr().err
     assert "Bypassing" not in err and "sweep: job 31_0 (NOT IN THE QUEUE) is gone from the scheduler" in err
     assert "Bypassing sacct error" in (tmp_path / "sweep" / "_submitit" / "submitit.log").read_text()
+    # while the sweep runs, the file is where submitit's messages go, and only there; then as before
+    assert [type(h) for h in seen] == [logging.FileHandler] and not any(h in seen for h in before)
+    assert logger.handlers == before
 
 
 def test_the_driver_waits_for_the_other_jobs_then_names_the_gone_and_the_failed(monkeypatch, tmp_path, capfd):
     plan = select(paper_plan(seeds=[1, 2, 3], steps=2, **TINY), ["main"])
-    state = {"polls": 0}
+    state = {}
 
     def make_jobs(folder, todo):
         folder.mkdir(parents=True, exist_ok=True)
@@ -161,19 +182,14 @@ def test_the_driver_waits_for_the_other_jobs_then_names_the_gone_and_the_failed(
         state["jobs"] = jobs
         return jobs
 
-    _fake_submission(monkeypatch, make_jobs, queue={"40_2": "RUNNING"})
-    real_sleep = time.sleep
-
-    def sleep(seconds):  # 40_2 finishes well after 40_0 is gone
-        state["polls"] += 1
-        if state["polls"] == 200:
+    def at_poll(i):  # 40_2 finishes well after 40_0 is gone
+        if i == 200:
             state["jobs"][2].finish()
-        real_sleep(seconds)
 
-    monkeypatch.setattr(sweep.time, "sleep", sleep)
+    polls = _fake_submission(monkeypatch, make_jobs, queue={"40_2": "RUNNING"}, at_poll=at_poll)
     with pytest.raises(JobsEndedError) as ended:
         execute(plan, tmp_path / "sweep", "slurm", runs_per_group=1, poll_s=0.001, check_s=0.01)
-    assert state["polls"] >= 200  # (it waited for 40_2)
+    assert polls["n"] >= 200  # (it waited for 40_2)
     message = str(ended.value)
     assert message.startswith("2 of 3 job(s)") and "job 40_0 (NOT IN THE QUEUE) is gone" in message
     assert "job 40_1 failed: FloatingPointError: diverged (log: " in message and "40_2" not in message

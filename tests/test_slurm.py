@@ -101,7 +101,16 @@ def _wait_for_checkpoints(out: Path, driver: subprocess.Popen, limit_s: float = 
     pytest.fail(f"no checkpoint in {limit_s:.0f} s (is the partition taking jobs?)")
 
 
-def test_a_cancelled_job_array_is_noticed_and_resumed_bit_for_bit(slurm, tmp_path, capsys):
+@pytest.fixture
+def cancel_at_the_end(tmp_path):
+    """Whatever happens in the test, no job of its sweeps stays on the cluster."""
+    yield
+    arrays = {p.name.split("_", 1)[0] for p in tmp_path.glob("*/_submitit/*_submitted.pkl")}
+    if arrays:
+        subprocess.run(["scancel", *sorted(arrays)], capture_output=True)
+
+
+def test_a_cancelled_job_array_is_noticed_and_resumed_bit_for_bit(slurm, cancel_at_the_end, tmp_path, capsys):
     out, env = tmp_path / "slurm", _environment()
     driver = subprocess.Popen(_sweep(out, "slurm"), env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -149,7 +158,7 @@ def test_a_cancelled_job_array_is_noticed_and_resumed_bit_for_bit(slurm, tmp_pat
               f"{len(RUNS)} models equal the serial sweep's bit for bit")  # fmt: skip
 
 
-def test_a_partition_slurm_refuses_ends_in_one_line(slurm, tmp_path):
+def test_a_partition_slurm_refuses_ends_in_one_line(slurm, cancel_at_the_end, tmp_path):
     command = _sweep(tmp_path / "sweep", "slurm")
     command[-1] = json.dumps({"slurm_partition": "no_such_partition"})
     proc = subprocess.run(command, env=_environment(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
