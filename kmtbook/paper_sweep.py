@@ -96,17 +96,48 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--steps", type=int, default=10_000, help="training steps per run (default %(default)s)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default %(default)s)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="OPTION=VALUE", dest="overrides",
+        help="another training option for every run (repeatable), e.g. --set n=32 --set batch=4 --set val_batches=1 "
+        "for a small trial of the machinery; the paper's set leaves every option at its value",
+    )
     add_options(p, out="runs/sweep")
     return p
+
+
+PLANNED_OPTIONS: frozenset[str] = frozenset({"d", "k", "embedding", "seed", "steps", "loss_inv_temp", "device"})
+"""The training options the plan itself sets per run (or --seeds, --steps, --device), which --set may not."""
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["n=32", "lr=0.02"]`` -> ``{"n": 32, "lr": 0.02}``: each value of the type of its
+    :class:`TrainConfig` field; a ValueError naming ``--set`` and the item otherwise."""
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not eq or name not in fields:
+            known = ", ".join(sorted(set(fields) - PLANNED_OPTIONS))
+            raise ValueError(f"--set {item!r}: not OPTION=VALUE with a training option ({known})")
+        if name in PLANNED_OPTIONS:
+            raise ValueError(f"--set {item!r}: {name} is set by the plan (or --seeds, --steps, --device)")
+        kind: Any = type(fields[name].default)
+        try:
+            out[name] = kind(text.strip())
+        except ValueError:
+            what = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+            raise ValueError(f"--set {item!r}: {name} takes {what}") from None
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
-        plan = paper_plan(parse_seeds(args.seeds), args.steps, args.device)
+        plan = paper_plan(parse_seeds(args.seeds), args.steps, args.device, **parse_overrides(args.overrides))
     except (ValueError, TypeError, RuntimeError) as exc:
         raise SystemExit(f"error: {exc}") from None
-    run_command(plan, args, PROGRAM)
+    run_command(plan, args, PROGRAM, argv)
 
 
 if __name__ == "__main__":

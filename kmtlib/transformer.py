@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import nn
 
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
+from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
@@ -32,6 +34,47 @@ from .learned import init_trainable_weights, initial_weights_generator, trainabl
 from .objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
+
+TRAINING_DOMAIN_MARGIN = 3.0
+"""How far beyond its training tasks a trained layer's input may reach before :func:`warn_outside_training_domain`
+says so: a factor on the root-mean-square distance of the points from the middle of the unit cube."""
+
+
+def training_domain_radius(d: int) -> float:
+    """The largest root-mean-square distance of a training task's points from the middle of the unit
+    cube, ``(1/2, ..., 1/2)``, for a trained layer of dimension ``d``: ``sqrt(1.6 + d / 4)``.
+
+    Every trained layer of kmtlib learns on one of two task families (:mod:`kmtlib.training`): the
+    paper's (:func:`kmtlib.sample_tasks`, every coordinate rescaled to [0, 1], so each point lies
+    within ``sqrt(d) / 2`` of the middle), or the broad family (:mod:`kmtlib.broad_tasks`, mean 0.5
+    in its filled coordinates and 0 in the others, total variance 1.6: a mean squared distance
+    from the middle of at most ``1.6 + d / 4``), which is also where ``TransformerKMeans`` maps a
+    user's data. Both lie within this radius."""
+    return math.sqrt(TARGET_TOTAL_VARIANCE + d * (CENTRE**2))
+
+
+@torch.no_grad()
+def warn_outside_training_domain(X: torch.Tensor, d: int) -> None:
+    """Warn (a UserWarning naming the range) when the points X (B, n, d) of any task lie, in
+    root-mean-square distance from the middle of the unit cube, more than
+    :data:`TRAINING_DOMAIN_MARGIN` times beyond :func:`training_domain_radius`: data on another
+    scale (other units) or far from the cube, where a trained layer has never been and its centres
+    can end worse than where they started. Changes nothing. (The data ``TransformerKMeans`` maps
+    into the domain lie within the radius itself; the initial centres are not checked, since a
+    seeding may pick a far outlier of such data.)"""
+    bound = TRAINING_DOMAIN_MARGIN * training_domain_radius(d)
+    reach = float(((X.double() - CENTRE) ** 2).sum(-1).mean(-1).sqrt().max())
+    if not reach <= bound:
+        warnings.warn(
+            f"the trained layer was trained on tasks around the unit cube [0, 1]^{d} (a root-mean-square distance "
+            f"of the points from its middle of at most {training_domain_radius(d):.2f}), and these points reach "
+            f"{reach:.3g}, beyond {TRAINING_DOMAIN_MARGIN:g} times that: its centres there may end worse than where "
+            "they started. Map the data into its domain first (kmtlib.TransformerKMeans does): the mean to 0.5 in "
+            "every coordinate and the total variance to 1.6",
+            UserWarning,
+            stacklevel=2,
+        )
+
 
 LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
 LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
@@ -214,10 +257,14 @@ class KMeansTransformer(nn.Module):
 
         Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
         labels under the final centres (B, n), the objective per step (B, T+1, computed without
-        gradient), and the assignment weights the point tokens hold after the last layer.
+        gradient), and the assignment weights the point tokens hold after the last layer. A trained
+        layer (``config.trainable``) warns on data far outside the tasks it was trained on
+        (:func:`warn_outside_training_domain`).
         """
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
+        if self.config.trainable:
+            warn_outside_training_domain(X, self.d)
         self.layer.seed_generator_for(X.device)
         if self.fast and self.uses_limit_kernel(X, C0):
             return self._forward_limit(X, C0, steps)
@@ -264,6 +311,8 @@ class KMeansTransformer(nn.Module):
         its own, as the estimator does: the fast forward then skips about a third of its work)."""
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
+        if self.config.trainable:
+            warn_outside_training_domain(X, self.d)
         self.layer.seed_generator_for(X.device)
         if self.fast and self.uses_limit_kernel(X, C0):
             return self._limit_steps(X, C0, steps, measure=False)[0][-1]

@@ -252,3 +252,27 @@ def test_manifest_records_paths_below_the_working_directory_relatively(tmp_path,
     manifest = json.loads((inside / "manifest.json").read_text())
     assert manifest["command"].endswith("--out runs/a") and str(tmp_path) not in json.dumps(manifest)
     assert "relative to the working directory" in manifest["paths"]
+
+
+def test_resume_on_a_folder_holding_no_run_says_it_starts_afresh(tmp_path, capsys):
+    """``--resume --out typo_dir`` (a misspelt folder, or one that holds no run) trains a fresh run
+    there, and one line on stderr says so even under ``--quiet``; ``--help`` says it too. A folder
+    that holds the run resumes without that line."""
+    small = ["--d", "3", "--k", "3", "--n", "24", "--batch", "8", "--eval-every", "1", "--val-batches", "1",
+             "--steps", "1", "--quiet", "--resume"]  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    for name, said in (("typo_dir", "does not exist"), ("empty", "holds no run")):
+        summary = main([*small, "--out", str(tmp_path / name)])
+        err = capsys.readouterr().err
+        assert f"--resume: {tmp_path / name} {said}: starting a fresh run there" in err, err
+        assert summary["status"] == "finished" and summary["step"] == 1
+    main([*small[:-4], "--steps", "2", "--quiet", "--resume", "--out", str(tmp_path / "typo_dir")])
+    assert "starting a fresh run" not in capsys.readouterr().err
+    # --seeds: a line per seed folder that holds no run
+    main([*small, "--seeds", "4,5", "--out", str(tmp_path / "group")])
+    err = capsys.readouterr().err
+    for seed in ("seed4", "seed5"):
+        assert f"{tmp_path / 'group' / seed} does not exist: starting a fresh run there" in err, err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "holds no run" in " ".join(capsys.readouterr().out.split())

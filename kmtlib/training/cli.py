@@ -15,7 +15,7 @@ from ..tasks import FAMILIES
 from .config import _DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, TASK_FAMILIES, TrainConfig
 from .group import configs_for_seeds, parse_seeds, seed_folders, train_group
 from .loop import train
-from .run_folder import RunInUseError, portable_path
+from .run_folder import RUN_FILES, RunInUseError, portable_path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,7 +95,9 @@ def _add_run_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
     p.add_argument(
         "--resume", action="store_true",
         help="continue the run in OUT from its checkpoint (OUT/last.pt, else OUT/previous.pt); a damaged log or "
-        "best.pt is restored from the checkpoint, and what cannot be repaired is refused before any step",
+        "best.pt is restored from the checkpoint, and what cannot be repaired is refused before any step. An OUT "
+        "that holds no run (or does not exist: a misspelt name) gets a fresh run, and a line on stderr says so, "
+        "even with --quiet",
     )
     p.add_argument(
         "--overwrite", action="store_true",
@@ -140,6 +142,15 @@ def _add_any_k_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
 _PATH_OPTIONS = ("--out", "--init-from")
 
 
+def _say_fresh_starts(resume: bool, folders: list[Path]) -> None:
+    """``--resume`` on a folder that holds no run trains a fresh one there: one line on stderr per
+    such folder, so that a misspelt ``--out`` does not pass for a resumed run."""
+    for folder in folders if resume else []:
+        if not any((folder / name).exists() for name in RUN_FILES):
+            where = "does not exist" if not folder.exists() else "holds no run"
+            print(f"--resume: {folder} {where}: starting a fresh run there", file=sys.stderr)
+
+
 def _portable_argv(argv: list[str]) -> list[str]:
     """The arguments as the manifest records them: run folders and weights below the working
     directory relative to it (see :func:`portable_path`), everything else as typed."""
@@ -178,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"error: {exc}") from None
     if args.seeds is not None:
         return _main_group(args, config, command)
+    _say_fresh_starts(args.resume, [Path(args.out)])
     try:
         summary = train(
             config, args.out, resume=args.resume, overwrite=args.overwrite, quiet=True if args.quiet else None,
@@ -195,6 +207,7 @@ def _main_group(args: argparse.Namespace, config: TrainConfig, command: str) -> 
 
     try:
         seeds = parse_seeds(args.seeds)
+        _say_fresh_starts(args.resume, seed_folders(args.out, seeds))
         summaries = train_group(
             configs_for_seeds(config, seeds), seed_folders(args.out, seeds), resume=args.resume,
             overwrite=args.overwrite, quiet=True if args.quiet else None, threads=args.threads, command=command,

@@ -20,11 +20,14 @@ without training anything. :func:`add_options` and :func:`run_command` give a pl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
+import logging
+import shlex
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,11 +202,20 @@ def _progress(runs: Sequence[PlannedRun], out: Path):
 def execute(
     runs: Sequence[PlannedRun], out: Path, executor: str = "serial", threads: int | None = None,
     slurm: dict[str, Any] | None = None, poll_s: float = 5.0, runs_per_group: int = RUNS_PER_GROUP,
-    program: str = "kmtlib.training.sweep",
+    program: str = "kmtlib.training.sweep", check_s: float = 15.0,
 ) -> None:  # fmt: skip
     """Run the groups of ``runs`` (at most ``runs_per_group`` runs trained together): in this
     process (``serial``), or as submitit jobs (``local`` subprocesses, ``slurm``: a job array),
-    with a progress bar over all their steps; ``program`` names the command in the manifests."""
+    with a progress bar over all their steps (read from the runs' logs every ``poll_s`` seconds);
+    ``program`` names the command in the manifests.
+
+    Submitted jobs are watched (:class:`~kmtlib.training.job_watch.JobWatch`, every ``check_s``
+    seconds, with ``squeue`` on Slurm whether or not the cluster keeps accounting): a job that
+    ends without finishing its group (cancelled, preempted, its node lost) is said on the terminal
+    about two checks after it ended, the other jobs are waited for, and then a
+    :class:`JobsEndedError` names the jobs that are gone or failed. Their runs keep their
+    checkpoints: the same command again resumes them. submitit's own messages go to
+    ``OUT/_submitit/submitit.log``, not the terminal."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     check_plan(runs)
@@ -216,29 +228,97 @@ def execute(
                 run_group(group, str(out), threads, program)
                 bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
             return
-        import submitit
-
-        pool = submitit.AutoExecutor(folder=out / "_submitit", cluster="local" if executor == "local" else "slurm")
-        parameters: dict[str, Any] = {"timeout_min": 24 * 60}
-        if executor == "slurm":
-            parameters.update(slurm or {})
-        pool.update_parameters(**parameters)
-        with pool.batch():
-            jobs = [pool.submit(run_group, group, str(out), threads, program) for group in todo]
-        while not all(job.done() for job in jobs):
-            time.sleep(poll_s)
+        with _submitit_log(out / "_submitit" / "submitit.log"):
+            jobs = _submit(todo, out, executor, threads, slurm, program)
+            gone = _wait(jobs, runs, out, bar, executor, poll_s, check_s)
             bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
-        failures = []
-        for job in jobs:
-            try:
-                job.result()
-            except Exception as exc:  # (submitit raises the job's error with its log)
-                failures.append(f"job {job.job_id}: {exc}")
-        bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
-        if failures:
-            raise RuntimeError("some groups failed (rerun the command to resume them):\n" + "\n".join(failures))
+            failed = [_failure(job) for job in jobs if str(job.job_id) not in gone]
+        problems = [f"job {line}" for line in [*gone.values(), *filter(None, failed)]]
+        if problems:
+            raise JobsEndedError(f"{len(problems)} of {len(jobs)} job(s) ended without finishing their runs: "
+                                 + "; ".join(problems))  # fmt: skip
     finally:
         bar.close()
+
+
+class JobsEndedError(RuntimeError):
+    """Jobs of a sweep ended without finishing their runs (gone from the scheduler, or their
+    training failed); the message is one line naming each job and what happened to it."""
+
+
+def _submit(
+    todo: Sequence[Sequence[PlannedRun]], out: Path, executor: str, threads: int | None,
+    slurm: dict[str, Any] | None, program: str,
+) -> list[Any]:  # fmt: skip
+    """Hand every group to submitit (one job each; on Slurm one job array)."""
+    import submitit
+
+    pool = submitit.AutoExecutor(folder=out / "_submitit", cluster="local" if executor == "local" else "slurm")
+    parameters: dict[str, Any] = {"timeout_min": 24 * 60}
+    if executor == "slurm":
+        parameters.update(slurm or {})
+    pool.update_parameters(**parameters)
+    try:
+        with pool.batch():
+            jobs = [pool.submit(run_group, group, str(out), threads, program) for group in todo]
+    except submitit.core.utils.FailedJobError as exc:  # (sbatch refused them: a partition that is not there, ...)
+        said = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise ValueError(f"the scheduler refused the jobs (see --slurm): {said}") from None
+    return jobs
+
+
+def _wait(
+    jobs: Sequence[Any], runs: Sequence[PlannedRun], out: Path, bar: Any, executor: str, poll_s: float,
+    check_s: float,
+) -> dict[str, str]:  # fmt: skip
+    """Wait until every job has a result or is gone; keep the bar at the steps the logs reached.
+    Returns the ids of the gone jobs, each with its line for the error."""
+    from .job_watch import JobWatch, queue_states
+
+    watch = JobWatch(jobs, queue_states if executor == "slurm" else None, check_s=check_s)
+    said: dict[str, str] = {}
+    while True:
+        bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
+        waiting = [job for job in jobs if not job.paths.result_pickle.exists()]
+        gone = watch.check()
+        for job in gone:
+            if str(job.job_id) not in said:
+                line = said[str(job.job_id)] = f"{watch.describe([job])} is gone from the scheduler"
+                others = len(waiting) - len(gone)
+                bar.write(f"sweep: job {line}" + (f"; waiting for the {others} other job(s)" if others else ""),
+                          file=sys.stderr)
+        if len(gone) == len(waiting):
+            return said
+        time.sleep(poll_s)
+
+
+def _failure(job: Any) -> str | None:
+    """None for a job whose group finished, else ``"<id> failed: <the error's last line> (log: ...)"``."""
+    try:
+        job.result()
+    except Exception as exc:  # (submitit raises the job's error with its trace and log paths)
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.startswith("---")]
+        trace_end = [line for line in lines if not line.startswith(("You can check", "or at paths", "- /"))]
+        return f"{job.job_id} failed: {trace_end[-1] if trace_end else type(exc).__name__} (log: {job.paths.stderr})"
+    return None
+
+
+@contextlib.contextmanager
+def _submitit_log(path: Path) -> Iterator[None]:
+    """Send the ``submitit`` logger's messages (such as its warnings when sacct cannot answer, on
+    a cluster without accounting) to ``path`` instead of the terminal, for the duration."""
+    logger = logging.getLogger("submitit")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.propagate = saved
+        handler.close()
 
 
 def add_options(p: argparse.ArgumentParser, out: str) -> None:
@@ -262,11 +342,16 @@ def add_options(p: argparse.ArgumentParser, out: str) -> None:
     )
 
 
-def run_command(plan: Sequence[PlannedRun], args: argparse.Namespace, program: str) -> None:
+def run_command(
+    plan: Sequence[PlannedRun], args: argparse.Namespace, program: str, argv: Sequence[str] | None = None
+) -> None:
     """What a sweep command does with its plan and the options of :func:`add_options`: select
     ``--only``, print the plan, and (unless ``--plan``) run it and print it again. Bad options, and
     a run folder that cannot be trained into (in use by another process, holding another run), end
-    in one ``error:`` line (SystemExit) naming what is wrong, before anything is written."""
+    in one ``error:`` line (SystemExit) naming what is wrong, before anything is written. Jobs that
+    ended without finishing their runs (cancelled, preempted, failed) end in one ``error:`` line
+    naming them and the command that resumes them: ``program`` with the arguments ``argv``
+    (default ``sys.argv[1:]``)."""
     try:
         check_plan(plan)
         runs = select(plan, args.only)
@@ -287,6 +372,9 @@ def run_command(plan: Sequence[PlannedRun], args: argparse.Namespace, program: s
     except (ValueError, TypeError, OSError, RunInUseError, FloatingPointError) as exc:
         # (as python -m kmtlib.train: a folder in use or holding another run, a full disk, divergence)
         raise SystemExit(f"error: {exc}") from None
+    except JobsEndedError as exc:
+        again = " ".join([program, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+        raise SystemExit(f"error: {exc}. Their runs keep their checkpoints: `{again}` resumes them") from None
     print(describe(runs, out, timings, args.runs_per_group), file=sys.stderr)
 
 
