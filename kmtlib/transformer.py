@@ -12,6 +12,7 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tempfile
@@ -21,21 +22,17 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import fast as fast_path
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
-from .kernels import limit_model
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
-from .objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
+from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
-
-LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
-LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
-"""The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
 """Format 3 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
@@ -55,10 +52,10 @@ class KMeansTransformer(nn.Module):
         config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
         embedding: the :class:`~kmtlib.embedding.Embedding` ``config.embedding``.
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
-        fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
-            formulas as written (the same numbers up to rounding).
-        limit_runner: the compiled blocks and scratch memory of the fast forward of a fixed-weight
-            model (:mod:`kmtlib.kernels.limit_model`), kept from call to call.
+        fast: run the kernels where :mod:`kmtlib.fast` finds one that applies (default True);
+            ``False`` runs exactly the formula of :meth:`forward` and :mod:`kmtlib.layer` (the
+            same numbers up to rounding).
+        limit_runner: the fast forward's compiled blocks and scratch memory (:mod:`kmtlib.fast`).
     """
 
     def __init__(self, config: LayerConfig) -> None:
@@ -69,7 +66,8 @@ class KMeansTransformer(nn.Module):
         self.config = config.validated()
         self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
-        self.limit_runner = limit_model.LimitRunner()
+        self.fast = True
+        self.limit_runner: Any = None
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -164,14 +162,6 @@ class KMeansTransformer(nn.Module):
         # (the same weights applied the other way: the configuration says so, as saved)
         self.config = self.layer.config = self.config.replace(reembed=bool(value))
 
-    @property
-    def fast(self) -> bool:
-        return self.layer.fast
-
-    @fast.setter
-    def fast(self, value: bool) -> None:
-        self.layer.fast = value
-
     def train(self, mode: bool = True) -> KMeansTransformer:
         """``nn.Module.train``; also tells an embedding with random codes which mode it is in."""
         super().train(mode)
@@ -206,8 +196,12 @@ class KMeansTransformer(nn.Module):
         no input checks)."""
         self.layer.seed_generator_for(X.device)
         point_tokens, center_tokens = self.embedding.embed(X, C)
-        _, center_tokens = self.layer(point_tokens, center_tokens)
+        _, center_tokens = self._layer()(point_tokens, center_tokens)
         return self.embedding.centers(center_tokens)
+
+    def _layer(self):
+        """The layer, or with ``fast`` the same step by the kernels of :mod:`kmtlib.fast`."""
+        return functools.partial(fast_path.layer_step, self.layer) if self.fast else self.layer
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
@@ -219,14 +213,15 @@ class KMeansTransformer(nn.Module):
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
         self.layer.seed_generator_for(X.device)
-        if self.fast and self.uses_limit_kernel(X, C0):
-            return self._forward_limit(X, C0, steps)
+        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
+            return fast_path.limit_forward(self, X, C0, steps)
+        layer = self._layer()
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
             if self.reembed and t > 0:
                 point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
-            point_tokens, center_tokens = self.layer(point_tokens, center_tokens)
+            point_tokens, center_tokens = layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         with torch.no_grad():
             objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
@@ -238,26 +233,6 @@ class KMeansTransformer(nn.Module):
             assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
         )
 
-    # ------------------------------------------------------------------ the fast forward
-    def uses_limit_kernel(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
-        """Whether ``model(X, C0, steps)`` runs the kernel :mod:`kmtlib.kernels.limit_model` (with
-        ``fast``): fixed weights, no autograd, the tokens going from layer to layer, linear maps
-        without bias, blocks of Euclidean or dot scores with soft-max, hard or linear maps."""
-        c = self.config
-        if c.reembed or c.normalise_data or c.bias or c.any_k or c.embedding == "data":
-            return False
-        if torch.is_grad_enabled() and (
-            X.requires_grad or C0.requires_grad or any(p.requires_grad for p in self.parameters())
-        ):
-            return False
-        return all(
-            b.score in LIMIT_KERNEL_SCORES
-            and b.map in LIMIT_KERNEL_MAPS
-            and not b.options
-            and (b.dropout == 0 or not self.training)
-            for b in c.blocks.values()
-        )
-
     def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
         """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
         bitwise, without the objective of every step and the final labels (for a caller that computes
@@ -265,62 +240,9 @@ class KMeansTransformer(nn.Module):
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
         self.layer.seed_generator_for(X.device)
-        if self.fast and self.uses_limit_kernel(X, C0):
-            return self._limit_steps(X, C0, steps, measure=False)[0][-1]
+        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
+            return fast_path.limit_steps(self, X, C0, steps, measure=False)[0][-1]
         return self.forward(X, C0, steps).final_centers
-
-    def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
-        """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
-        coordinate-major point tokens updated in place, and where the layer writes the hard
-        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) that assignment
-        written in one pass and the objective read from its labels instead of a second distance
-        computation (the costs of the assignments computed in the runner's scratch memory)."""
-        trajectory, objectives, point_tokens = self._limit_steps(X, C0, steps, measure=True)
-        with torch.no_grad():
-            labels = _nearest_center(X, trajectory[-1])
-            objectives.append(
-                assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), self.limit_runner.scratch)
-            )
-        return ClusteringResult(
-            centers=torch.stack(trajectory, dim=1),
-            labels=labels,
-            objective=torch.stack(objectives, dim=1),
-            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
-        )
-
-    def _limit_steps(
-        self, X: torch.Tensor, C0: torch.Tensor, steps: int, measure: bool
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
-        """The ``steps`` layers of the fast forward: the centre trajectory, the objective of every
-        centres before the last (``measure``; else an empty list) and the last point tokens."""
-        runner = self.limit_runner
-        hard = self.layer.writes_hard_assignment()
-        runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
-        _, center_tokens = self.embedding.embed(X[:, :1], C0)
-        point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.embedding == "norm_augmented")
-        trajectory = [C0]
-        objectives: list[torch.Tensor] = []
-        with torch.no_grad():
-            for _ in range(steps):
-                point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
-                if measure:
-                    objectives.append(self._limit_objective(X, trajectory[-1], point_tokens, hard))
-                trajectory.append(self.embedding.centers(center_tokens))
-        return trajectory, objectives, point_tokens
-
-    def _limit_objective(
-        self, X: torch.Tensor, C: torch.Tensor, point_tokens: torch.Tensor, hard: bool
-    ) -> torch.Tensor:
-        """The objective (B,) of the centres C a layer of the fast forward read: from the assignment
-        it wrote where it is the hard nearest-centre assignment, else by a distance computation."""
-        if not hard:
-            return _kmeans_objective(X, C)
-        labels = self.limit_runner.labels  # (the lowest positive assignment, where the kernel read it)
-        if labels is None:
-            assignments = self.embedding.assignments(point_tokens)
-            assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-            labels = limit_model.lowest_positive(assignments)
-        return assignment_cost_rows(X, C, center_rows(labels, self.k), self.limit_runner.scratch)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:

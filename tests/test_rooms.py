@@ -60,6 +60,10 @@ ROOMS: dict[str, str] = {
     "kmtlib.layer": "layer",
     "kmtlib.embedding": "layer",
     "kmtlib.equivariant": "layer",
+    # fast: where a kernel applies, the forward pass with the kernels, the stacked runs of training
+    "kmtlib.fast": "fast",
+    "kmtlib.fast.choice": "fast",
+    "kmtlib.fast.forward": "fast",
     # model: the transformer, the theorem and trainable configurations, the variants, model files
     "kmtlib.transformer": "model",
     "kmtlib.constructions": "model",
@@ -75,7 +79,7 @@ ROOMS: dict[str, str] = {
     # training: the package kmtlib.training (every module of it, see room_of), the command's name
     # kmtlib.train, and the stack of runs a group trains as one pass
     "kmtlib.train": "training",
-    "kmtlib.run_stack": "training",
+    "kmtlib.run_stack": "fast",
     # evaluation and inspection
     "kmtlib.evaluate": "evaluation",
     "kmtlib.inspect_layer": "evaluation",
@@ -92,11 +96,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "maths": {"maths", "kernels"},
     "kernels": {"kernels"},  # and kmtlib._numerics, kmtlib._checks, kmtlib.results: KERNEL_LEAVES
     "layer": {"layer", "maths", "kernels"},
-    "model": {"model", "layer", "maths", "kernels"},
-    "training": {"training", "model", "layer", "maths", "kernels"},
-    "evaluation": {"evaluation", "model", "layer", "maths", "kernels"},
-    "estimator": {"estimator", "model", "layer", "maths", "kernels"},
-    "package": {"package", "maths", "kernels", "layer", "model", "training", "evaluation", "estimator"},
+    "fast": {"fast", "layer", "maths", "kernels"},
+    "model": {"model", "fast", "layer", "maths", "kernels"},
+    "training": {"training", "model", "fast", "layer", "maths", "kernels"},
+    "evaluation": {"evaluation", "model", "fast", "layer", "maths", "kernels"},
+    "estimator": {"estimator", "model", "fast", "layer", "maths", "kernels"},
+    "package": {"package", "maths", "kernels", "layer", "fast", "model", "training", "evaluation", "estimator"},
 }
 """Which rooms a room may import (down only; CONTRIBUTING.md)."""
 
@@ -249,9 +254,10 @@ def test_the_checks_see_what_they_claim(tmp_path):
 def test_the_room_rules(room):
     """The never rules of CONTRIBUTING.md, as the table says them."""
     never = {
-        "kernels": {"maths", "layer", "model", "training", "evaluation", "estimator", "package"},
-        "layer": {"model", "training", "evaluation", "estimator", "package"},
-        "maths": {"layer", "model", "training", "evaluation", "estimator", "package"},
+        "kernels": {"maths", "layer", "fast", "model", "training", "evaluation", "estimator", "package"},
+        "layer": {"fast", "model", "training", "evaluation", "estimator", "package"},
+        "fast": {"model", "training", "evaluation", "estimator", "package"},
+        "maths": {"layer", "fast", "model", "training", "evaluation", "estimator", "package"},
         "model": {"training", "evaluation", "estimator", "package"},
         "training": {"evaluation", "estimator", "package"},
         "evaluation": {"training", "estimator", "package"},
