@@ -34,11 +34,11 @@ from .attention import (
 from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
 from .constructions import load_theorem_weights, theorem_config, theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
-from .model_file import ModelFileError, load_model
+from .io.model_file import ModelFileError, load_model
 from .transformer import KMeansTransformer
 
 # The learned layer's training loss and multi-step evaluation.
-from .evaluate import evaluate_multistep, evaluate_seeds
+from .analysis.evaluate import evaluate_multistep, evaluate_seeds
 from .losses import smoothed_objective
 
 # The scikit-learn estimator, imported on first use (scikit-learn and SciPy take a second to import,

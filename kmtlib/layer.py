@@ -206,7 +206,7 @@ class LayerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LayerConfig:
         """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them.
-        (A model file's older names are mapped by :mod:`kmtlib.model_file`.)"""
+        (A model file's older names are mapped by :mod:`kmtlib.io.model_file`.)"""
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
         unknown, missing = sorted(set(data) - fields), sorted(required - set(data))

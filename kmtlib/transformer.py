@@ -36,7 +36,7 @@ from .variants import import_all, load_circuit_weights, variant_config
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
 """Format 3 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
-:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before
+:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
 it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
 embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
 

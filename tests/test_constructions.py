@@ -19,10 +19,10 @@ from kmtlib.constructions import theorem_config, theorem_weights
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.fast.choice import limit_blocks
 from kmtlib.fast.forward import layer_step
+from kmtlib.io.model_file import load_model
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
 from kmtlib.layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig
-from kmtlib.model_file import load_model
 from kmtlib.objective import nearest_center, squared_distances
 from kmtlib.transformer import KMeansTransformer
 

@@ -1,4 +1,4 @@
-"""kmtlib.inspect_layer: weights, attention maps and step measures, checked on the theorem model
+"""kmtlib.analysis.inspect_layer: weights, attention maps and step measures, checked on the theorem model
 (where every measure has a known answer) and on trainable layers (consistency with the model's
 own forward pass)."""
 
@@ -11,8 +11,7 @@ import torch
 
 import kmtlib
 from kmtbook.shipped import shipped_runs
-from kmtlib.constructions import theorem_weights
-from kmtlib.inspect_layer import (
+from kmtlib.analysis.inspect_layer import (
     attention_summary,
     block_weights,
     compare_with_lloyd,
@@ -25,6 +24,7 @@ from kmtlib.inspect_layer import (
     paper_theorem_model,
     qk_structure,
 )
+from kmtlib.constructions import theorem_weights
 
 D_, K_ = 5, 4
 
@@ -153,7 +153,7 @@ def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
 
 
 def test_chunked_maps_equal_one_batch(monkeypatch):
-    import kmtlib.inspect_layer as il
+    import kmtlib.analysis.inspect_layer as il
 
     X, C = _tasks(B=5, n=20, dtype=torch.float32)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, generator=1)
@@ -250,7 +250,7 @@ def test_shipped_layer_reads_out_in_the_common_layout():
 
 
 def test_inspect_step_in_batches_equals_one_batch():
-    from kmtlib.inspect_layer import inspect_step
+    from kmtlib.analysis.inspect_layer import inspect_step
 
     X, C = _tasks(B=5, n=20, dtype=torch.float32, seed=3)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, generator=6)

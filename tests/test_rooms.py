@@ -31,7 +31,8 @@ ROOMS: dict[str, str] = {
     "kmtlib.results": "maths",
     "kmtlib.device": "maths",
     "kmtlib.tasks": "maths",
-    "kmtlib.broad_tasks": "maths",
+    "kmtlib.analysis": "maths",  # (the analysis package imports none of its modules)
+    "kmtlib.analysis.broad_tasks": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",
@@ -46,7 +47,6 @@ ROOMS: dict[str, str] = {
     "kmtlib.reference.trimmed": "maths",
     "kmtlib.theorems": "maths",  # (the theorems' weight matrices: plain tensors)
     "kmtlib.chunks": "maths",  # (work on a batch a slice at a time: imports only torch)
-    "kmtlib.frame": "maths",  # (the data's own frame: principal axes with a sign rule, numpy only)
     # kernels: leaves (tensors in, tensors out), beside the formulas they replace
     "kmtlib.kernels": "kernels",
     "kmtlib.kernels.euclidean_softmax": "kernels",
@@ -68,7 +68,8 @@ ROOMS: dict[str, str] = {
     "kmtlib.transformer": "model",
     "kmtlib.constructions": "model",
     "kmtlib.learned": "model",
-    "kmtlib.model_file": "model",
+    "kmtlib.io": "model",
+    "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
     "kmtlib.variants.circuit": "model",
     "kmtlib.variants.kmedoids": "model",
@@ -79,13 +80,14 @@ ROOMS: dict[str, str] = {
     # training: the package kmtlib.training (every module of it, see room_of), the command's name
     # kmtlib.train, and the stack of runs a group trains as one pass
     "kmtlib.train": "training",
-    "kmtlib.run_stack": "fast",
+    "kmtlib.fast.run_stack": "fast",
     # evaluation and inspection
-    "kmtlib.evaluate": "evaluation",
-    "kmtlib.inspect_layer": "evaluation",
+    "kmtlib.analysis.evaluate": "evaluation",
+    "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
     "kmtlib.estimator": "estimator",
-    "kmtlib.domain_map": "estimator",  # (the map into a model's domain and back, which the estimator runs through)
+    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back)
+    "kmtlib.estimator.frame": "estimator",  # (the data's own frame: principal axes with a sign rule, numpy only)
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 

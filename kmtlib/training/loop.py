@@ -20,10 +20,10 @@ import torch
 from .._version import __version__
 from ..device import resolve_device
 from ..init import init_centers
-from ..losses import _smoothed_objective
-from ..model_file import (
+from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
+from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer, atomic_torch_save
 from .config import _DTYPES, TrainConfig, derive_seeds
 from .provenance import _sha256, source_fingerprint

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .._checks import check_int
-from ..model_file import (
+from ..io.model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
     OLD_MODEL_FORMATS,

@@ -45,11 +45,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._checks import check_choice
-from .fast.choice import point_coordinates
-from .fast.forward import attend
-from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
-from .layer import BLOCK_NAMES
+from .._checks import check_choice
+from ..kernels.euclidean_softmax import euclidean_attention, sample_dropped
+from ..layer import BLOCK_NAMES
+from .choice import point_coordinates
+from .forward import attend
 
 KMeansTransformer = Any
 """A :class:`kmtlib.KMeansTransformer` (typed loosely: the fast path sits below the model)."""

@@ -37,13 +37,13 @@ from typing import Any
 
 import torch
 
-from ._checks import check_centers, check_int, check_points, check_positive_float
-from .attention import MAX_SCORE_ELEMENTS
-from .chunks import chunk_size, in_chunks
-from .layer import BLOCK_NAMES, KMeansLayer
-from .lloyd import lloyd_step
-from .objective import _kmeans_objective, assignment_cost, nearest_center
-from .transformer import KMeansTransformer
+from .._checks import check_centers, check_int, check_points, check_positive_float
+from ..attention import MAX_SCORE_ELEMENTS
+from ..chunks import chunk_size, in_chunks
+from ..layer import BLOCK_NAMES, KMeansLayer
+from ..lloyd import lloyd_step
+from ..objective import _kmeans_objective, assignment_cost, nearest_center
+from ..transformer import KMeansTransformer
 
 __all__ = [
     "BLOCK_NAMES",
