@@ -42,8 +42,8 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
-from ._numerics import tie_equal_keys
-from .attention import MAX_SCORE_ELEMENTS, SCORES, by_query_chunks, get_attention_map
+from ._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, tie_equal_keys
+from .attention import SCORES, get_attention_map
 from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
 
@@ -114,8 +114,7 @@ class LayerConfig:
 
     Attributes:
         d, k: data dimension and number of centres.
-        embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`
-            (``tokens``, its name before, is a read-only property).
+        embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`.
         CAX, SAX, CAC, SAC: the four blocks.
         ffn: Theorem 2.2's feed-forward block on the centres, ``h -> W2 max(W1 h, 0)^2``.
         normalise_data: scale the data coordinates of every token to unit norm at the layer's
@@ -287,29 +286,32 @@ class AttentionBlock(nn.Module):
             return _identity_weights(queries, keys, self.name)
         return self._weights(self.query(queries), self.key(keys))
 
-    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _weights(self, Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        """``map_gamma(score(Q, K))`` of the projected queries Q (B, m, D) and keys K (B, r, D)."""
         c = self.config
         exact = self.self_attention and c.is_hard and c.score == "euclidean"
-        scores = SCORES[c.score](q, k, d=self.d, clusters=self.clusters, exact=exact, gamma=c.gamma)
+        scores = SCORES[c.score](Q, K, d=self.d, clusters=self.clusters, exact=exact, gamma=c.gamma)
         if c.is_hard:
             # hard attention decides by exact comparison: equal keys get bitwise equal scores,
             # whatever the matrix product rounded (it may round one dot product differently at
             # another position of its tile)
-            scores = tie_equal_keys(scores, k, dim=2)
+            scores = tie_equal_keys(scores, K, dim=2)
         if c.map in RANDOM_MAPS:
             return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
         return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
 
     # ------------------------------------------------------------------ the formula
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``A(Z, Z') = map_gamma(score(Q Z, K Z')) V Z'`` for query tokens Z and key tokens Z'."""
         c = self.config
-        q, k, v = self.query(queries), self.key(keys), self.value(keys)
+        Q, K, V = self.query(queries), self.key(keys), self.value(keys)
         if c.identity:
-            return v  # (the identity attention matrix: every token its own value)
+            return V  # (the identity attention matrix: every token its own value)
         p = c.dropout if self.training else 0.0
-        per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if self.self_attention and c.is_hard else 1)
+        # (the queries a slice at a time, so that the score matrix stays within MAX_SCORE_ELEMENTS)
+        per_query = Q.shape[0] * K.shape[1] * (K.shape[-1] if self.self_attention and c.is_hard else 1)
         return by_query_chunks(
-            lambda qc: _dropout(self._weights(qc, k), p) @ v, q, per_query, max_elements=MAX_SCORE_ELEMENTS
+            lambda Q_slice: _dropout(self._weights(Q_slice, K), p) @ V, Q, per_query, max_elements=MAX_SCORE_ELEMENTS
         )
 
 

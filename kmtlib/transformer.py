@@ -74,7 +74,7 @@ class KMeansTransformer(nn.Module):
     def from_theorem(cls, d: int, k: int, gamma: float = math.inf, attention: str = "euclidean", **options: Any):
         """The fixed-weight construction of Theorem 2.1 (``attention="euclidean"``) or 2.2 (``"dot"``):
         the blocks of :func:`~kmtlib.constructions.theorem_config` (its options) with the weights of
-        :func:`~kmtlib.constructions.theorem_weights` (``model.layer.CAX.query.weight`` is ``Q_1``, ...)."""
+        :func:`~kmtlib.theorems.theorem_weights` (``model.layer.CAX.query.weight`` is ``Q_1``, ...)."""
         model = cls(theorem_config(d, k, gamma, attention, **options))
         load_theorem_weights(model.layer, attention)
         return model

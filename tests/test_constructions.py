@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.constructions import theorem_config, theorem_weights
+from kmtlib.constructions import theorem_config
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.fast.choice import limit_blocks
 from kmtlib.fast.forward import layer_step
@@ -24,6 +24,7 @@ from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
 from kmtlib.layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig
 from kmtlib.objective import nearest_center, squared_distances
+from kmtlib.theorems import theorem_weights
 from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64

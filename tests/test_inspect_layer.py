@@ -24,7 +24,7 @@ from kmtlib.analysis.inspect_layer import (
     paper_theorem_model,
     qk_structure,
 )
-from kmtlib.constructions import theorem_weights
+from kmtlib.theorems import theorem_weights
 
 D_, K_ = 5, 4
 

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from .._checks import check_centers, check_int, check_points, check_positive_float
-from ..attention import MAX_SCORE_ELEMENTS
+from .._numerics import MAX_SCORE_ELEMENTS
 from ..chunks import chunk_size, in_chunks
 from ..layer import BLOCK_NAMES, KMeansLayer
 from ..lloyd import lloyd_step
@@ -65,7 +65,7 @@ __all__ = [
     "qk_structure",
 ]
 
-# MAX_SCORE_ELEMENTS (kmtlib.attention): the largest number of self-attention weights (tasks x n x n)
+# MAX_SCORE_ELEMENTS (kmtlib._numerics): the largest number of self-attention weights (tasks x n x n)
 # that layer_maps builds per chunk of tasks; larger batches are processed a few tasks at a time.
 
 

@@ -77,14 +77,15 @@ def point_coordinates(block: AttentionBlock, queries: torch.Tensor, keys: torch.
 
 
 def attention_kernel(block: AttentionBlock) -> Kernel | None:
-    """The kernel for the block's attention on projected ``q, k, v``, or None (then the formula runs)."""
+    """The kernel for the block's attention on projected queries, keys and values ``Q, K, V``, or
+    None (then the formula runs)."""
     c = block.config
     if c.identity:
         return None
     if closed_form_self_attention(block):
-        return lambda q, k, v, p: v  # each token's own value
+        return lambda Q, K, V, p: V  # each token's own value
     if c.score == "euclidean" and c.map == "softmax" and not c.is_hard and not c.options:
-        return lambda q, k, v, p: euclidean_attention(q, k, v, c.inverse_temperature, p, block.generator)
+        return lambda Q, K, V, p: euclidean_attention(Q, K, V, c.inverse_temperature, p, block.generator)
     return None
 
 
