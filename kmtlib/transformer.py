@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
+from .io.atomic_save import atomic_torch_save
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
 from .objective import _kmeans_objective, _nearest_center
@@ -278,49 +278,3 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
             projection = EquivariantMap.from_linear(linear, config.d)
             getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
     return out.to(next(model.parameters()).device).train(model.training)
-
-
-def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:
-    """``torch.save`` to a temporary file in the same folder, then rename over ``path``.
-
-    The temporary file (``.<name>.<random>.tmp``) is flushed to disk before the rename, so that
-    after a crash ``path`` holds either the old or the new contents, never a zero-length file (a
-    rename can reach the disk before the data it names). With ``keep_previous``, the file that
-    ``path`` held is first renamed to ``keep_previous`` (a damaged newest checkpoint can then
-    be recovered from the one before it); between the two renames only ``keep_previous`` exists.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        # mkstemp creates the file private (0600); give it the usual permissions of a new file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        if keep_previous is not None and path.exists():
-            os.replace(path, keep_previous)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush a folder's entries (the renames into it) to disk where the OS allows it."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # (not possible on Windows; nothing to do there)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-

@@ -69,6 +69,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.constructions": "model",
     "kmtlib.learned": "model",
     "kmtlib.io": "model",
+    "kmtlib.io.atomic_save": "model",
     "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
     "kmtlib.variants.circuit": "model",
