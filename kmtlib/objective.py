@@ -238,9 +238,9 @@ def assignment_cost_rows(
         diff = torch.index_select(flat, 0, rows, out=scratch("gathered", (B * n, d), X.dtype, X.device))
     diff = diff.view(B, n * d).sub_(X.reshape(B, n * d))
     if X.dtype == torch.float64:
-        # The squared norm of each task's difference vector as one batched dot product: several
-        # times faster than squaring and summing elementwise in float64, and BLAS's blocked
-        # accumulation is accurate to about 1e-15 relative here.
+        # The squared norm of each task's difference vector as one batched dot product: faster
+        # than squaring and summing elementwise in float64, and BLAS's blocked accumulation is
+        # accurate to about 1e-15 relative here.
         return torch.bmm(diff.unsqueeze(1), diff.unsqueeze(2)).view(B)
     # float32: squares in place, then torch's cascade sum per task (more accurate than a float32
     # dot product over n * d terms; the same numbers as ((X - c) ** 2).sum((1, 2)))
