@@ -12,7 +12,6 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from pathlib import Path
@@ -196,12 +195,15 @@ class KMeansTransformer(nn.Module):
         no input checks)."""
         self.layer.seed_generator_for(X.device)
         point_tokens, center_tokens = self.embedding.embed(X, C)
-        _, center_tokens = self._layer()(point_tokens, center_tokens)
+        _, center_tokens = self.apply_layer(point_tokens, center_tokens)
         return self.embedding.centers(center_tokens)
 
-    def _layer(self):
-        """The layer, or with ``fast`` the same step by the kernels of :mod:`kmtlib.fast`."""
-        return functools.partial(fast_path.layer_step, self.layer) if self.fast else self.layer
+    def apply_layer(self, point_tokens: torch.Tensor, center_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, the formula, or with
+        ``fast`` the same step by the kernels of :mod:`kmtlib.fast`."""
+        if self.fast:
+            return fast_path.layer_step(self.layer, point_tokens, center_tokens)
+        return self.layer(point_tokens, center_tokens)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
@@ -215,13 +217,12 @@ class KMeansTransformer(nn.Module):
         self.layer.seed_generator_for(X.device)
         if self.fast and fast_path.uses_limit_kernel(self, X, C0):
             return fast_path.limit_forward(self, X, C0, steps)
-        layer = self._layer()
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
             if self.reembed and t > 0:
                 point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
-            point_tokens, center_tokens = layer(point_tokens, center_tokens)
+            point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         with torch.no_grad():
             objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)

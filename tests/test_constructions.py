@@ -600,10 +600,10 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
     P, C = model.embedding.embed(X, C0)
     chain = [(P, C)]
     for _ in range(5):
-        chain.append(model.layer(*chain[-1]))
+        chain.append(model.apply_layer(*chain[-1]))
     copies = [p.clone() for p, _ in chain]
     for _ in range(3):
-        model.layer(*chain[-1])
+        model.apply_layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
     # the fast forward's scratch memory can be dropped; the next call makes it anew
     model.limit_runner.scratch.clear()
