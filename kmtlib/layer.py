@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -426,12 +426,16 @@ class KMeansLayer(nn.Module):
         extras += [name for name in ("ffn", "normalise_data", "bias", "trainable") if getattr(c, name)]
         return ", ".join(extras)
 
-    def attention_maps(self, X: torch.Tensor, C: torch.Tensor) -> dict[str, torch.Tensor]:
+    def attention_maps(
+        self, X: torch.Tensor, C: torch.Tensor, step: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    ) -> dict[str, torch.Tensor]:
         """The four attention matrices of one layer on these tokens (full matrices: keep n small):
-        CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k)."""
+        CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k).
+        ``step`` applies the layer for the updated points (default: :meth:`forward`, the formula;
+        ``model.apply_layer`` runs the kernels where ``model.fast``)."""
         if self.config.normalise_data:
             X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
-        X1, _ = self.forward(X, C)
+        X1, _ = (step or self.forward)(X, C)
         return {
             "CAX": self.CAX.weights(X, C),
             "SAX": self.SAX.weights(X, X),

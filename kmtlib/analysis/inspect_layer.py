@@ -235,7 +235,7 @@ def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> La
     def one_chunk(Xc: torch.Tensor, Cc: torch.Tensor) -> tuple[torch.Tensor, ...]:
         P, Ct = model.embedding.embed(Xc, Cc)
         P1, Ct1 = model.apply_layer(P, Ct)
-        maps = model.layer.attention_maps(P, Ct)
+        maps = model.layer.attention_maps(P, Ct, step=model.apply_layer)
         return (*(maps[name] for name in BLOCK_NAMES), P1, Ct1)
 
     training = model.training
