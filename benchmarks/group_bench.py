@@ -4,7 +4,7 @@ Both sides make the same training steps of S runs of one shape (the runs' own we
 states, data and dropout streams, as :mod:`kmtlib.training` and :mod:`kmtlib.training.group` make
 them): ``alone`` is one :func:`kmtlib.training.step_alone` per run, one run after another (what
 the sweep did before the group trainer); ``together`` is one
-:func:`kmtlib.training.step_together` for all S (:class:`kmtlib.run_stack.RunStack`). Each
+:func:`kmtlib.training.step_together` for all S (:class:`kmtlib.fast.run_stack.RunStack`). Each
 round times one step of every run on each side, in interleaved rounds on the same machine state
 (:func:`benchmarks.common.time_interleaved`), after three warm-up rounds (the group's larger
 buffers take a few steps to settle in the allocator's heap); the throughput is runs x steps per

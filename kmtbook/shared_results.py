@@ -3,7 +3,7 @@
 Chapters 05, 06 and 07 each evaluate the ten shipped one-hot layers and Lloyd's algorithm on the
 same 320 fresh tasks per seed (n = 512, d = 32, k = 10, the same task seeds, the same empty-cluster
 draws): chapter 05 for its main result, chapter 06 as the d + k side of its ablation, chapter 07 as
-its baseline setting. :func:`evaluate_seeds` is :func:`kmtlib.evaluate.evaluate_seeds`, except that
+its baseline setting. :func:`evaluate_seeds` is :func:`kmtlib.analysis.evaluate.evaluate_seeds`, except that
 during a book build the first chapter to ask computes the result and the others read it.
 
 A result is filed under a fingerprint of everything it is computed from: the bytes of the points
@@ -96,9 +96,9 @@ def shared(parts: Sequence[Any], compute: Callable[[], T], generator: torch.Gene
 def evaluate_seeds(models: Sequence[KMeansTransformer], X: Any, C0: Any, steps: int = 20, lloyd_empty: str = "random",
                    generator: torch.Generator | int | None = None, batch_size: int = 32,
                    dropout_seed: int | None = None):
-    """:func:`kmtlib.evaluate.evaluate_seeds`, computed once per book build for equal inputs."""
+    """:func:`kmtlib.analysis.evaluate.evaluate_seeds`, computed once per book build for equal inputs."""
     import kmtlib
-    from kmtlib.evaluate import evaluate_seeds as compute
+    from kmtlib.analysis.evaluate import evaluate_seeds as compute
 
     models = list(models)
     parts = ("evaluate_seeds", kmtlib.__version__, models, X, C0, steps, lloyd_empty,

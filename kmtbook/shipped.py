@@ -1,7 +1,7 @@
 """The trained weights shipped with the book: ``data/weights/<embedding>_seed<S>/``.
 
 Each run folder holds ``model.pt`` (the last weights, what the paper evaluates; read with
-:func:`kmtlib.model_file.load_model`), ``log.csv`` (the training log of :mod:`kmtlib.training`) and
+:func:`kmtlib.io.model_file.load_model`), ``log.csv`` (the training log of :mod:`kmtlib.training`) and
 ``manifest.json`` (command, configuration, versions, wall time). ``scripts/train_shipped.sh``
 trains them and ``scripts/ship_weights.py`` copies them here. The chapters use whatever runs are
 present and say how many seeds they used::
@@ -68,7 +68,7 @@ class ShippedRun:
 
     def load(self, device: str | torch.device = "cpu"):
         """The trained :class:`~kmtlib.KMeansTransformer` (in eval mode) on ``device``."""
-        from kmtlib.model_file import load_model
+        from kmtlib.io.model_file import load_model
 
         return load_model(self.model_path, map_location=device).eval()
 

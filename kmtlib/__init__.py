@@ -1,5 +1,29 @@
 """kmtlib: the k-means transformer of Clarkson et al. (arXiv 2506.19125) as a small PyTorch library.
 
+Reading order. The top level of the package is the paper; read it beside the paper, in this order:
+
+1. ``tasks.py``: the clustering tasks of the paper's experiments (Gaussian mixtures in [0, 1]^d).
+2. ``init.py``, ``lloyd.py``, ``objective.py``: initial centres, Lloyd's algorithm (the algorithm
+   the circuit realises, with its empty-cluster rule) and the k-means objective.
+3. ``attention.py``: the attention scores (Euclidean, dot product) and maps (soft-max, its limit
+   the averaging hard attention, the normalised linear attention) of Section 2.
+4. ``layer.py``: one layer (Section 2): the four blocks CAX, SAX, CAC, SAC, each
+   ``map_gamma(score(Q z, K z')) V z'``, the residual update, Theorem 2.2's feed-forward block.
+5. ``embedding.py``: points and centres as tokens ``[x_i; y_i]``, ``[c_j; e_j]`` and back.
+6. ``theorems.py``, ``constructions.py``: the weight matrices of Theorems 2.1 and 2.2 and the
+   fixed-weight models they make.
+7. ``learned.py``, ``losses.py``, ``equivariant.py``: the trainable layer of the learning
+   experiments, its training loss, and the maps of a layer for any number of clusters.
+8. ``transformer.py``: the model, ``KMeansTransformer``: embed, apply the layer T times, read the
+   centres (the formula; ``model.fast`` sends the same pass to the kernels).
+
+Helpers of the maths: ``_checks.py`` (input checks), ``_numerics.py`` (exact distances and ties),
+``chunks.py``, ``results.py``, ``device.py``. Skip the subpackages unless you need them (each
+``__init__`` says when): ``fast/`` and ``kernels/`` (speed), ``estimator/`` (the scikit-learn
+estimator), ``analysis/`` (evaluation, layer inspection, the broad tasks), ``io/`` (model files of
+every format), ``training/``, ``variants/`` and ``reference/`` (the circuit variants and their
+reference algorithms).
+
 Tensors are batched with rows as tokens: points ``X`` are (B, n, d), centres ``C`` are (B, k, d).
 (``kmtlib.training``, the training package, and its command ``kmtlib.train`` are not imported here
 so that ``python -m kmtlib.train`` runs cleanly.)
@@ -32,13 +56,14 @@ from .attention import (
 
 # The k-means transformer: one layer (config, blocks), its constructions, variants, files.
 from .layer import AttentionBlock, BlockConfig, KMeansLayer, LayerConfig
-from .constructions import load_theorem_weights, theorem_config, theorem_weights
-from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding, PlainEmbedding
-from .model_file import ModelFileError, load_model
+from .constructions import load_theorem_weights, theorem_config
+from .theorems import theorem_weights
+from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding
+from .io.model_file import ModelFileError, load_model
 from .transformer import KMeansTransformer
 
 # The learned layer's training loss and multi-step evaluation.
-from .evaluate import evaluate_multistep, evaluate_seeds
+from .analysis.evaluate import evaluate_multistep, evaluate_seeds
 from .losses import smoothed_objective
 
 # The scikit-learn estimator, imported on first use (scikit-learn and SciPy take a second to import,
@@ -71,7 +96,6 @@ __all__ = [
     "ModelFileError",
     "NormAugmentedEmbedding",
     "OneHotEmbedding",
-    "PlainEmbedding",
     "TransformerKMeans",
     "__version__",
     "dot_scores",

@@ -207,8 +207,8 @@ def times_gamma(shifted: torch.Tensor, gamma: float, in_place: bool = False) -> 
 
 MAX_SCORE_ELEMENTS = 1 << 22
 """Largest score block (tasks x queries x keys) materialised at once, about 32 MB in float64: the
-one size cap of kmtlib's attention (:func:`kmtlib.attention.attend`, the layer's blocks, the full maps of
-:func:`kmtlib.inspect_layer.layer_maps`)."""
+one size cap of kmtlib's attention (the layer's blocks, the full maps of
+:func:`kmtlib.analysis.inspect_layer.layer_maps`)."""
 
 
 def by_query_chunks(

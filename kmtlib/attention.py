@@ -27,10 +27,7 @@ import torch
 
 from ._checks import check_positive_float
 from ._numerics import (
-    MAX_SCORE_ELEMENTS,
-    by_query_chunks,
     euclidean_scores,
-    tie_equal_keys,
     times_gamma,
 )
 from .kernels.labels import lowest_true_
@@ -239,74 +236,6 @@ def get_attention_map(name: str) -> AttentionMap:
         ) from None
 
 
-def get_score(name: str) -> ScoreFunction:
-    """The score function registered as ``name`` in :data:`SCORES`."""
-    try:
-        return SCORES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown attention score {name!r}; expected one of {', '.join(map(repr, SCORES))}") from None
-
-
-# ----------------------------------------------------------------------------------- attention
-def attention_weights(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    *,
-    score: str = "euclidean",
-    map: str = "softmax",
-    gamma: float = 1.0,
-    **options,
-) -> torch.Tensor:
-    """The full attention matrix (B, m, r) of queries ``q`` over keys ``k`` (for inspection and plots)."""
-    fn = get_attention_map(map)
-    s = euclidean_scores(q, k, query_norm=False) if score == "euclidean" else get_score(score)(q, k)
-    if _is_hard(fn, gamma):
-        s = tie_equal_keys(s, k, dim=2)
-    return fn(s, gamma, **options)
-
-
-def _is_hard(fn: AttentionMap, gamma: float) -> bool:
-    """Whether the map decides by exact comparison of scores (hardmax, soft-max at gamma = inf),
-    so that equal keys must be given bitwise equal scores (:func:`~kmtlib._numerics.tie_equal_keys`)."""
-    return fn is _hardmax_map or (fn is softmax_attention and gamma == math.inf)
-
-
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    score: str = "euclidean",
-    map: str = "softmax",
-    gamma: float = 1.0,
-    exact: bool = False,
-    max_elements: int = MAX_SCORE_ELEMENTS,
-    **options,
-) -> torch.Tensor:
-    """Attention output ``weights @ v``, shape (B, m, Dv), with keys ``k`` (B, r, D) and values
-    ``v`` (B, r, Dv).
-
-    Maps work row by row, so when the (B, m, r) score matrix would exceed ``max_elements`` the
-    queries are processed in chunks: memory stays bounded for self-attention over many tokens
-    (n = 1e5 points would otherwise need an n x n matrix per task). ``exact`` computes Euclidean
-    scores from differences (see :func:`euclidean_scores`).
-    """
-    fn = get_attention_map(map)
-    hard = _is_hard(fn, gamma)
-
-    def block(qc: torch.Tensor) -> torch.Tensor:
-        if score == "euclidean":
-            s = euclidean_scores(qc, k, query_norm=False, exact=exact)
-        else:
-            s = get_score(score)(qc, k)
-        if hard:
-            s = tie_equal_keys(s, k, dim=2)
-        return torch.bmm(fn(s, gamma, **options), v)
-
-    per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if exact else 1)
-    return by_query_chunks(block, q, per_query, max_elements=max_elements)
-
-
 # ----------------------------------------------------------------------------------- sparse maps
 # Two maps that put uniform weight on a subset of the keys: the averaging counterparts of
 # hardmax for "average the best few keys". The circuit variants of chapter 10 use them in the
@@ -365,36 +294,36 @@ def normmax_attention(scores: torch.Tensor, gamma: float = 1.0, tau: float = 1.0
 
 
 def topk_attention(
-    scores: torch.Tensor, gamma: float | None = None, k: int | None = None, fraction: float | None = None
+    scores: torch.Tensor, gamma: float | None = None, count: int | None = None, fraction: float | None = None
 ) -> torch.Tensor:
-    """Top-k attention: uniform weights on the ``k`` highest-scoring keys of each row.
+    """Top-k attention: uniform weights on the ``count`` highest-scoring keys of each row.
 
-    Give either a fixed ``k`` or a ``fraction`` q in (0, 1]; with a fraction, a row with m finite
+    Give either a fixed ``count`` or a ``fraction`` q in (0, 1]; with a fraction, a row with m finite
     (unmasked) scores keeps ``max(1, ceil(q (m - 1)))`` keys. For distinct scores these are the
     keys whose negated score lies strictly below the q-quantile of the row's negated finite
     scores (linear interpolation, as NumPy and torch compute it: position ``q (m - 1)``): the
     per-cluster trimming rule of the authors' trimmed k-means baseline (chapter 10); the
     ``max(1, .)`` keeps a single-key row. Equal scores are ranked by key index (stable sort).
-    ``gamma`` is ignored (no temperature). A fixed ``k`` larger than the number of finite scores
+    ``gamma`` is ignored (no temperature). A fixed ``count`` larger than the number of finite scores
     keeps them all.
     """
-    if (k is None) == (fraction is None):
-        raise ValueError("topk attention needs exactly one of k (a count) or fraction (a share of the keys)")
+    if (count is None) == (fraction is None):
+        raise ValueError("topk attention needs exactly one of count (a number of keys) or fraction (a share of them)")
     finite = torch.isfinite(scores)
     m = finite.sum(dim=-1, keepdim=True)
-    if k is not None:
+    if count is not None:
         from ._checks import check_int
 
-        count = m.clamp_max(check_int("k", k, minimum=1))
+        kept = m.clamp_max(check_int("count", count, minimum=1))
     else:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"topk fraction must be a number in (0, 1], got {fraction!r}")
         # the quantile position, computed as torch.quantile does (in the scores' dtype)
         position = (m - 1).to(scores.dtype) * fraction
-        count = torch.where(m > 0, torch.ceil(position).long().clamp_min(1), torch.zeros_like(m))
+        kept = torch.where(m > 0, torch.ceil(position).long().clamp_min(1), torch.zeros_like(m))
     masked = torch.where(finite, scores, scores.new_full((), -math.inf))
     order = torch.sort(masked, dim=-1, descending=True, stable=True).indices
-    return _uniform_on_top(scores, order, count)
+    return _uniform_on_top(scores, order, kept)
 
 
 register_attention_map("normmax", normmax_attention)

@@ -31,7 +31,7 @@ import torch
 
 from ._checks import check_choice, check_int, check_positive_float
 from .layer import BLOCK_NAMES, BlockConfig, KMeansLayer, LayerConfig
-from .theorems import ATTENTION_KINDS, coordinate_selector, theorem_weights  # noqa: F401 (their home is kmtlib.theorems)
+from .theorems import ATTENTION_KINDS, theorem_weights
 
 CENTER_UPDATES: tuple[str, ...] = ("linear", "attention")
 """Form of the centre update (block CAC): ``"linear"`` (default): the normalised linear attention

@@ -149,9 +149,6 @@ class CodeEmbedding(Embedding):
         return points, torch.cat([C, self.codes(B, k, C)], dim=-1)
 
 
-PlainEmbedding = DataEmbedding
-"""The old name of :class:`DataEmbedding` (still importable)."""
-
 EMBEDDINGS: dict[str, type[Embedding]] = {
     "onehot": OneHotEmbedding,
     "data": DataEmbedding,

@@ -26,17 +26,15 @@ weights learn -- is one :class:`LayerConfig`, saved with the weights. The theore
 (:mod:`kmtlib.constructions`), the trainable layer (:mod:`kmtlib.learned`) and the circuit
 variants (:mod:`kmtlib.variants`) are each a configuration and an initialiser of the weights.
 
-Speed: ``layer.fast`` (default True) lets a block use the kernels of :mod:`kmtlib.kernels` where
-one exists for it (Euclidean soft-max with a hand-written backward pass, hard self-attention in
-closed form); ``fast = False`` evaluates the formula below as written. Both give the same
-numbers up to rounding, which the tests check.
+These classes hold the formula and nothing else. The kernels that compute the same numbers
+faster, and the choice of where they apply, are in :mod:`kmtlib.fast` (``model.fast``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -44,22 +42,10 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
-from ._numerics import tie_equal_keys
-from .attention import (  # noqa: F401 (SCORES, register_score, ScoreFunction: the scores registry, read here)
-    MAX_SCORE_ELEMENTS,
-    SCORES,
-    ScoreFunction,
-    by_query_chunks,
-    get_attention_map,
-    register_score,
-)
+from ._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, tie_equal_keys
+from .attention import SCORES, get_attention_map
 from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
-from .kernels import Kernel
-from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
-from .kernels.limit_model import LimitBlock
-from .kernels.point_attention import point_self_attention
-from .theorems import coordinate_selector, theorem_weights
 
 BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 """The four blocks in the paper's order mu = 1, 2, 3, 4."""
@@ -128,8 +114,7 @@ class LayerConfig:
 
     Attributes:
         d, k: data dimension and number of centres.
-        embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`
-            (``tokens``, its name before, is a read-only property).
+        embedding: how points and centres become tokens, a key of :data:`kmtlib.embedding.EMBEDDINGS`.
         CAX, SAX, CAC, SAC: the four blocks.
         ffn: Theorem 2.2's feed-forward block on the centres, ``h -> W2 max(W1 h, 0)^2``.
         normalise_data: scale the data coordinates of every token to unit norm at the layer's
@@ -220,7 +205,7 @@ class LayerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LayerConfig:
         """The inverse of :meth:`to_dict`; unknown or missing fields raise ``ValueError`` naming them.
-        (A model file's older names are mapped by :mod:`kmtlib.model_file`.)"""
+        (A model file's older names are mapped by :mod:`kmtlib.io.model_file`.)"""
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
         unknown, missing = sorted(set(data) - fields), sorted(required - set(data))
@@ -256,15 +241,6 @@ def token_map(config: LayerConfig) -> nn.Module:
     return affine_map(config.width, config.bias, config.trainable)
 
 
-def same_map(a: nn.Linear, b: nn.Linear) -> bool:
-    """Whether two affine maps are equal (weights and biases)."""
-    if not torch.equal(a.weight, b.weight):
-        return False
-    if a.bias is None or b.bias is None:
-        return a.bias is None and b.bias is None
-    return torch.equal(a.bias, b.bias)
-
-
 def normalise_data(tokens: torch.Tensor, d: int) -> torch.Tensor:
     """Tokens with their first ``d`` coordinates scaled to unit Euclidean norm (zero stays zero,
     the rule of faiss' renormalisation); the other coordinates are left alone."""
@@ -283,7 +259,6 @@ class AttentionBlock(nn.Module):
         self.name, self.config = name, config.validated(name)
         self.d, self.clusters = layer.d, layer.k
         self.query, self.key, self.value = token_map(layer), token_map(layer), token_map(layer)
-        self.fast = True
         self.generator: torch.Generator | None = None  # dropout and random maps (None: global RNG)
 
     @property
@@ -311,107 +286,32 @@ class AttentionBlock(nn.Module):
             return _identity_weights(queries, keys, self.name)
         return self._weights(self.query(queries), self.key(keys))
 
-    def _weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def _weights(self, Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+        """``map_gamma(score(Q, K))`` of the projected queries Q (B, m, D) and keys K (B, r, D)."""
         c = self.config
         exact = self.self_attention and c.is_hard and c.score == "euclidean"
-        scores = SCORES[c.score](q, k, d=self.d, clusters=self.clusters, exact=exact, gamma=c.gamma)
+        scores = SCORES[c.score](Q, K, d=self.d, clusters=self.clusters, exact=exact, gamma=c.gamma)
         if c.is_hard:
             # hard attention decides by exact comparison: equal keys get bitwise equal scores,
             # whatever the matrix product rounded (it may round one dot product differently at
             # another position of its tile)
-            scores = tie_equal_keys(scores, k, dim=2)
+            scores = tie_equal_keys(scores, K, dim=2)
         if c.map in RANDOM_MAPS:
             return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
         return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
 
-    # ------------------------------------------------------------------ which kernel applies
-    def closed_form_self_attention(self) -> bool:
-        """Whether the block is hard self-attention whose maximal keys are each query's own copies:
-        exact Euclidean scores of one map for queries and keys, or Theorem 2.2's dot-product queries
-        ``[x; -1/2]`` and keys ``[x; ||x||^2]`` (``q.k = -||x - x'||^2 / 2`` plus a constant per
-        query). Fixed weights only: a learning layer's copies need not carry equal values. Then the
-        averaging hard attention returns each token's own value (:mod:`kmtlib.kernels`)."""
-        c = self.config
-        if not (self.self_attention and c.is_hard) or not isinstance(self.query, nn.Linear):
-            return False
-        if not isinstance(self.key, nn.Linear) or self.query.weight.requires_grad:
-            return False
-        if c.score == "euclidean":
-            return same_map(self.query, self.key)
-        if c.score == "dot" and self.query.bias is None and self.key.bias is None:
-            D = self.query.weight.shape[0]
-            if self.d + self.clusters + 2 != D:
-                return False
-            weights = theorem_weights(self.d, self.clusters, "dot", dtype=self.query.weight.dtype)["SAX"]
-            W = self.query.weight
-            return torch.equal(W, weights["Q"].to(W.device)) and torch.equal(self.key.weight, weights["K"].to(W.device))
-        return False
-
-    def point_coordinates(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
-        """The non-zero coordinates x (B, n, d) of point tokens ``[x; 0]`` where the block's
-        self-attention can run in them (:mod:`kmtlib.kernels.point_attention`), else None: one
-        tensor for queries and keys, Euclidean soft-max, affine maps, tokens without gradient that
-        are zero past the data coordinates."""
-        c = self.config
-        if not (self.self_attention and queries is keys) or queries.requires_grad:
-            return None
-        if c.score != "euclidean" or c.map != "softmax" or c.is_hard or c.options:
-            return None
-        maps = (self.query, self.key, self.value)
-        if not all(isinstance(m, nn.Linear) and m.bias is not None for m in maps):
-            return None
-        d = self.d
-        if queries.shape[-1] <= d or torch.any(queries[..., d:]):
-            return None
-        return queries[..., :d]
-
-    def attention_kernel(self, q: torch.Tensor, k: torch.Tensor) -> Kernel | None:
-        """The kernel for this block and these projected tokens, or None (then the formula runs)."""
-        c = self.config
-        if self.closed_form_self_attention():
-            return lambda q, k, v, p: v  # each token's own value (kmtlib.kernels)
-        if c.score == "euclidean" and c.map == "softmax" and not c.is_hard and not c.options:
-            return lambda q, k, v, p: euclidean_attention(q, k, v, c.inverse_temperature, p, self.generator)
-        return None
-
-    def limit_block(self) -> LimitBlock:
-        """The block as :mod:`kmtlib.kernels.limit_model` reads it (the model checks first that
-        the kernel applies: :meth:`kmtlib.KMeansTransformer.uses_limit_kernel`)."""
-        c = self.config
-        return LimitBlock(
-            name=self.name,
-            weights=tuple(linear.weight for linear in self.linear_maps()),  # type: ignore[arg-type]
-            own_values=c.identity or self.closed_form_self_attention(),
-            self_attention=self.self_attention,
-            euclidean=c.score == "euclidean",
-            hard=c.is_hard,
-            linear=c.map == "linear",
-            inverse_temperature=c.inverse_temperature,
-        )
-
     # ------------------------------------------------------------------ the formula
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``A(Z, Z') = map_gamma(score(Q Z, K Z')) V Z'`` for query tokens Z and key tokens Z'."""
         c = self.config
-        if self.fast and not c.identity:
-            points = self.point_coordinates(queries, keys)
-            if points is not None:  # (the same numbers from d-wide products: kernels.point_attention)
-                p = c.dropout if self.training else 0.0
-                B, n, _ = points.shape
-                dropped = sample_dropped(B * n * n, p, self.generator, points.device)
-                Q, K, V = self.linear_maps()  # (affine maps with bias: point_coordinates checked)
-                maps = (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias)
-                return point_self_attention(points, *maps, c.inverse_temperature, dropped, p)
-        q, k, v = self.query(queries), self.key(keys), self.value(keys)
+        Q, K, V = self.query(queries), self.key(keys), self.value(keys)
         if c.identity:
-            return v  # (the identity attention matrix: every token its own value)
+            return V  # (the identity attention matrix: every token its own value)
         p = c.dropout if self.training else 0.0
-        if self.fast:
-            kernel = self.attention_kernel(q, k)
-            if kernel is not None:
-                return kernel(q, k, v, p)
-        per_query = q.shape[0] * k.shape[1] * (k.shape[-1] if self.self_attention and c.is_hard else 1)
+        # (the queries a slice at a time, so that the score matrix stays within MAX_SCORE_ELEMENTS)
+        per_query = Q.shape[0] * K.shape[1] * (K.shape[-1] if self.self_attention and c.is_hard else 1)
         return by_query_chunks(
-            lambda qc: _dropout(self._weights(qc, k), p) @ v, q, per_query, max_elements=MAX_SCORE_ELEMENTS
+            lambda Q_slice: _dropout(self._weights(Q_slice, K), p) @ V, Q, per_query, max_elements=MAX_SCORE_ELEMENTS
         )
 
 
@@ -480,51 +380,6 @@ class KMeansLayer(nn.Module):
         """The four blocks in the paper's order."""
         return {name: getattr(self, name) for name in BLOCK_NAMES}
 
-    def writes_hard_assignment(self) -> bool:
-        """Whether the point tokens after the layer hold the hard nearest-centre assignment of the
-        centres it read: CAX is hard Euclidean attention of the data coordinates writing into the
-        assignment coordinates, and SAX erases the old assignment exactly (Theorem 2.1's limit).
-
-        CAX then puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
-        negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the reset
-        leaves the positive entries where CAX put them; the lowest index with a positive entry is
-        the nearest-centre label (what the fast forward reads instead of a second distance pass)."""
-        c = self.config
-        cax, sax = self.CAX, self.SAX
-        if c.embedding != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
-            return False
-        if c.any_k:
-            return False
-        (q_a, k_a, v_a), (q_s, k_s, v_s) = cax.linear_maps(), sax.linear_maps()
-        exact_reset = sax.config.identity or (
-            sax.config.is_hard and sax.config.score == "euclidean" and same_map(q_s, k_s)
-        )
-        if not exact_reset:
-            return False
-        D, d, W = c.width, c.d, q_a.weight
-        data = coordinate_selector(D, 0, d, dtype=W.dtype).to(W.device)
-        ids = coordinate_selector(D, d, D, dtype=W.dtype).to(W.device)
-        return (
-            torch.equal(q_a.weight, data)
-            and torch.equal(k_a.weight, data)
-            and torch.equal(v_a.weight, ids)
-            and torch.equal(v_s.weight, -ids)
-        )
-
-    def limit_blocks(self) -> dict[str, LimitBlock]:
-        """The four blocks as :mod:`kmtlib.kernels.limit_model` reads them."""
-        return {name: block.limit_block() for name, block in self.blocks.items()}
-
-    @property
-    def fast(self) -> bool:
-        """Whether the blocks may use the kernels of :mod:`kmtlib.kernels` (module documentation)."""
-        return self.CAX.fast
-
-    @fast.setter
-    def fast(self, value: bool) -> None:
-        for block in self.blocks.values():
-            block.fast = bool(value)
-
     @property
     def generator(self) -> torch.Generator | None:
         """The generator of the layer's random numbers (dropout, random maps)."""
@@ -571,12 +426,16 @@ class KMeansLayer(nn.Module):
         extras += [name for name in ("ffn", "normalise_data", "bias", "trainable") if getattr(c, name)]
         return ", ".join(extras)
 
-    def attention_maps(self, X: torch.Tensor, C: torch.Tensor) -> dict[str, torch.Tensor]:
+    def attention_maps(
+        self, X: torch.Tensor, C: torch.Tensor, step: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    ) -> dict[str, torch.Tensor]:
         """The four attention matrices of one layer on these tokens (full matrices: keep n small):
-        CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k)."""
+        CAX (B, n, k), SAX (B, n, n), CAC (B, k, n, over the updated points), SAC (B, k, k).
+        ``step`` applies the layer for the updated points (default: :meth:`forward`, the formula;
+        ``model.apply_layer`` runs the kernels where ``model.fast``)."""
         if self.config.normalise_data:
             X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
-        X1, _ = self.forward(X, C)
+        X1, _ = (step or self.forward)(X, C)
         return {
             "CAX": self.CAX.weights(X, C),
             "SAX": self.SAX.weights(X, X),

@@ -42,12 +42,6 @@ from torch import nn
 from ._checks import check_choice, check_int, check_positive_float
 from .embedding import embedding_name
 from .equivariant import EquivariantMap
-from .kernels.euclidean_softmax import (  # noqa: F401 (the kernel's names, where the trainable layer's readers look)
-    euclidean_attention,
-    explicit_euclidean_attention,
-    explicit_euclidean_weights,
-    sample_dropped,
-)
 from .layer import BLOCK_NAMES, BlockConfig, KMeansLayer, LayerConfig
 
 TRAINABLE_EMBEDDINGS: tuple[str, ...] = ("onehot", "data", "codes")

@@ -64,7 +64,7 @@ def data_shift(X: torch.Tensor) -> torch.Tensor | None:
 
     Why conditional (measured on the book's kinds of tasks, values in [0, 1]^d, with
     seeded runs: 2 000 :func:`~kmtlib.sample_tasks` tasks of every family in float32
-    and float64, 1 000 :func:`~kmtlib.broad_tasks.sample_broad_tasks` tasks): there the largest
+    and float64, 1 000 :func:`~kmtlib.analysis.broad_tasks.sample_broad_tasks` tasks): there the largest
     coordinate is at most 2 times the largest centred one (min-max rescaled coordinates give
     exactly 2), so no book task is shifted and every book number stays bitwise. Shifting always
     would change them: from the same starts, 10 Lloyd steps gave other labels in 4 of 200
@@ -238,9 +238,9 @@ def assignment_cost_rows(
         diff = torch.index_select(flat, 0, rows, out=scratch("gathered", (B * n, d), X.dtype, X.device))
     diff = diff.view(B, n * d).sub_(X.reshape(B, n * d))
     if X.dtype == torch.float64:
-        # The squared norm of each task's difference vector as one batched dot product: several
-        # times faster than squaring and summing elementwise in float64, and BLAS's blocked
-        # accumulation is accurate to about 1e-15 relative here.
+        # The squared norm of each task's difference vector as one batched dot product: faster
+        # than squaring and summing elementwise in float64, and BLAS's blocked accumulation is
+        # accurate to about 1e-15 relative here.
         return torch.bmm(diff.unsqueeze(1), diff.unsqueeze(2)).view(B)
     # float32: squares in place, then torch's cascade sum per task (more accurate than a float32
     # dot product over n * d terms; the same numbers as ((X - c) ** 2).sum((1, 2)))

@@ -2,7 +2,7 @@
 
 Plain tensors, below the layer: :mod:`kmtlib.constructions` loads them into a layer, and the layer
 compares a block's weights with them to see where hard self-attention has a closed form
-(:meth:`kmtlib.layer.AttentionBlock.closed_form_self_attention`).
+(:func:`kmtlib.fast.choice.closed_form_self_attention`).
 """
 
 from __future__ import annotations

@@ -14,75 +14,29 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from . import fast as fast_path
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
-from .broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
+from .analysis.training_domain import warn_outside_training_domain
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
-from .kernels import limit_model
+from .io.atomic_save import atomic_torch_save
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
-from .objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
+from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
 
-TRAINING_DOMAIN_MARGIN = 3.0
-"""How far beyond its training tasks a trained layer's input may reach before :func:`warn_outside_training_domain`
-says so: a factor on the root-mean-square distance of the points from the middle of the unit cube."""
-
-
-def training_domain_radius(d: int) -> float:
-    """The largest root-mean-square distance of a training task's points from the middle of the unit
-    cube, ``(1/2, ..., 1/2)``, for a trained layer of dimension ``d``: ``sqrt(1.6 + d / 4)``.
-
-    Every trained layer of kmtlib learns on one of two task families (:mod:`kmtlib.training`): the
-    paper's (:func:`kmtlib.sample_tasks`, every coordinate rescaled to [0, 1], so each point lies
-    within ``sqrt(d) / 2`` of the middle), or the broad family (:mod:`kmtlib.broad_tasks`, mean 0.5
-    in its filled coordinates and 0 in the others, total variance 1.6: a mean squared distance
-    from the middle of at most ``1.6 + d / 4``), which is also where ``TransformerKMeans`` maps a
-    user's data. Both lie within this radius."""
-    return math.sqrt(TARGET_TOTAL_VARIANCE + d * (CENTRE**2))
-
-
-@torch.no_grad()
-def warn_outside_training_domain(X: torch.Tensor, d: int) -> None:
-    """Warn (a UserWarning naming the range) when the points X (B, n, d) of any task lie, in
-    root-mean-square distance from the middle of the unit cube, more than
-    :data:`TRAINING_DOMAIN_MARGIN` times beyond :func:`training_domain_radius`: data on another
-    scale (other units) or far from the cube, where a trained layer has never been and its centres
-    can end worse than where they started. Changes nothing. (The data ``TransformerKMeans`` maps
-    into the domain lie within the radius itself; the initial centres are not checked, since a
-    seeding may pick a far outlier of such data.)"""
-    bound = TRAINING_DOMAIN_MARGIN * training_domain_radius(d)
-    reach = float(((X.double() - CENTRE) ** 2).sum(-1).mean(-1).sqrt().max())
-    if not reach <= bound:
-        warnings.warn(
-            f"the trained layer was trained on tasks around the unit cube [0, 1]^{d} (a root-mean-square distance "
-            f"of the points from its middle of at most {training_domain_radius(d):.2f}), and these points reach "
-            f"{reach:.3g}, beyond {TRAINING_DOMAIN_MARGIN:g} times that: its centres there may end worse than where "
-            "they started. Map the data into its domain first (kmtlib.TransformerKMeans does): the mean to 0.5 in "
-            "every coordinate and the total variance to 1.6",
-            UserWarning,
-            stacklevel=2,
-        )
-
-
-LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
-LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
-"""The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
-
 MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
 """Format 3 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
-:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.model_file` reads it and the formats before
+:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
 it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
 embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
 
@@ -98,10 +52,10 @@ class KMeansTransformer(nn.Module):
         config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
         embedding: the :class:`~kmtlib.embedding.Embedding` ``config.embedding``.
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
-        fast: use the kernels of :mod:`kmtlib.kernels` (default True); ``False`` runs the
-            formulas as written (the same numbers up to rounding).
-        limit_runner: the compiled blocks and scratch memory of the fast forward of a fixed-weight
-            model (:mod:`kmtlib.kernels.limit_model`), kept from call to call.
+        fast: run the kernels where :mod:`kmtlib.fast` finds one that applies (default True);
+            ``False`` runs exactly the formula of :meth:`forward` and :mod:`kmtlib.layer` (the
+            same numbers up to rounding).
+        limit_runner: the fast forward's compiled blocks and scratch memory (:mod:`kmtlib.fast`).
     """
 
     def __init__(self, config: LayerConfig) -> None:
@@ -112,14 +66,15 @@ class KMeansTransformer(nn.Module):
         self.config = config.validated()
         self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
-        self.limit_runner = limit_model.LimitRunner()
+        self.fast = True
+        self.limit_runner: Any = None
 
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_theorem(cls, d: int, k: int, gamma: float = math.inf, attention: str = "euclidean", **options: Any):
         """The fixed-weight construction of Theorem 2.1 (``attention="euclidean"``) or 2.2 (``"dot"``):
         the blocks of :func:`~kmtlib.constructions.theorem_config` (its options) with the weights of
-        :func:`~kmtlib.constructions.theorem_weights` (``model.layer.CAX.query.weight`` is ``Q_1``, ...)."""
+        :func:`~kmtlib.theorems.theorem_weights` (``model.layer.CAX.query.weight`` is ``Q_1``, ...)."""
         model = cls(theorem_config(d, k, gamma, attention, **options))
         load_theorem_weights(model.layer, attention)
         return model
@@ -207,14 +162,6 @@ class KMeansTransformer(nn.Module):
         # (the same weights applied the other way: the configuration says so, as saved)
         self.config = self.layer.config = self.config.replace(reembed=bool(value))
 
-    @property
-    def fast(self) -> bool:
-        return self.layer.fast
-
-    @fast.setter
-    def fast(self, value: bool) -> None:
-        self.layer.fast = value
-
     def train(self, mode: bool = True) -> KMeansTransformer:
         """``nn.Module.train``; also tells an embedding with random codes which mode it is in."""
         super().train(mode)
@@ -249,8 +196,15 @@ class KMeansTransformer(nn.Module):
         no input checks)."""
         self.layer.seed_generator_for(X.device)
         point_tokens, center_tokens = self.embedding.embed(X, C)
-        _, center_tokens = self.layer(point_tokens, center_tokens)
+        _, center_tokens = self.apply_layer(point_tokens, center_tokens)
         return self.embedding.centers(center_tokens)
+
+    def apply_layer(self, point_tokens: torch.Tensor, center_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, the formula, or with
+        ``fast`` the same step by the kernels of :mod:`kmtlib.fast`."""
+        if self.fast:
+            return fast_path.layer_step(self.layer, point_tokens, center_tokens)
+        return self.layer(point_tokens, center_tokens)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
@@ -266,14 +220,14 @@ class KMeansTransformer(nn.Module):
         if self.config.trainable:
             warn_outside_training_domain(X, self.d)
         self.layer.seed_generator_for(X.device)
-        if self.fast and self.uses_limit_kernel(X, C0):
-            return self._forward_limit(X, C0, steps)
+        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
+            return fast_path.limit_forward(self, X, C0, steps)
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
             if self.reembed and t > 0:
                 point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
-            point_tokens, center_tokens = self.layer(point_tokens, center_tokens)
+            point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         with torch.no_grad():
             objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
@@ -285,26 +239,6 @@ class KMeansTransformer(nn.Module):
             assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
         )
 
-    # ------------------------------------------------------------------ the fast forward
-    def uses_limit_kernel(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
-        """Whether ``model(X, C0, steps)`` runs the kernel :mod:`kmtlib.kernels.limit_model` (with
-        ``fast``): fixed weights, no autograd, the tokens going from layer to layer, linear maps
-        without bias, blocks of Euclidean or dot scores with soft-max, hard or linear maps."""
-        c = self.config
-        if c.reembed or c.normalise_data or c.bias or c.any_k or c.embedding == "data":
-            return False
-        if torch.is_grad_enabled() and (
-            X.requires_grad or C0.requires_grad or any(p.requires_grad for p in self.parameters())
-        ):
-            return False
-        return all(
-            b.score in LIMIT_KERNEL_SCORES
-            and b.map in LIMIT_KERNEL_MAPS
-            and not b.options
-            and (b.dropout == 0 or not self.training)
-            for b in c.blocks.values()
-        )
-
     def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
         """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
         bitwise, without the objective of every step and the final labels (for a caller that computes
@@ -314,62 +248,9 @@ class KMeansTransformer(nn.Module):
         if self.config.trainable:
             warn_outside_training_domain(X, self.d)
         self.layer.seed_generator_for(X.device)
-        if self.fast and self.uses_limit_kernel(X, C0):
-            return self._limit_steps(X, C0, steps, measure=False)[0][-1]
+        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
+            return fast_path.limit_steps(self, X, C0, steps, measure=False)[0][-1]
         return self.forward(X, C0, steps).final_centers
-
-    def _forward_limit(self, X: torch.Tensor, C0: torch.Tensor, steps: int) -> ClusteringResult:
-        """:meth:`forward` by :mod:`kmtlib.kernels.limit_model` (where :meth:`uses_limit_kernel`):
-        coordinate-major point tokens updated in place, and where the layer writes the hard
-        assignment (:meth:`~kmtlib.layer.KMeansLayer.writes_hard_assignment`) that assignment
-        written in one pass and the objective read from its labels instead of a second distance
-        computation (the costs of the assignments computed in the runner's scratch memory)."""
-        trajectory, objectives, point_tokens = self._limit_steps(X, C0, steps, measure=True)
-        with torch.no_grad():
-            labels = _nearest_center(X, trajectory[-1])
-            objectives.append(
-                assignment_cost_rows(X, trajectory[-1], center_rows(labels, self.k), self.limit_runner.scratch)
-            )
-        return ClusteringResult(
-            centers=torch.stack(trajectory, dim=1),
-            labels=labels,
-            objective=torch.stack(objectives, dim=1),
-            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
-        )
-
-    def _limit_steps(
-        self, X: torch.Tensor, C0: torch.Tensor, steps: int, measure: bool
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
-        """The ``steps`` layers of the fast forward: the centre trajectory, the objective of every
-        centres before the last (``measure``; else an empty list) and the last point tokens."""
-        runner = self.limit_runner
-        hard = self.layer.writes_hard_assignment()
-        runner.compile(self.layer.limit_blocks(), self.layer.ffn, hard_assignment=hard)
-        _, center_tokens = self.embedding.embed(X[:, :1], C0)
-        point_tokens = limit_model.point_tokens(X, self.width, self.k, self.config.embedding == "norm_augmented")
-        trajectory = [C0]
-        objectives: list[torch.Tensor] = []
-        with torch.no_grad():
-            for _ in range(steps):
-                point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
-                if measure:
-                    objectives.append(self._limit_objective(X, trajectory[-1], point_tokens, hard))
-                trajectory.append(self.embedding.centers(center_tokens))
-        return trajectory, objectives, point_tokens
-
-    def _limit_objective(
-        self, X: torch.Tensor, C: torch.Tensor, point_tokens: torch.Tensor, hard: bool
-    ) -> torch.Tensor:
-        """The objective (B,) of the centres C a layer of the fast forward read: from the assignment
-        it wrote where it is the hard nearest-centre assignment, else by a distance computation."""
-        if not hard:
-            return _kmeans_objective(X, C)
-        labels = self.limit_runner.labels  # (the lowest positive assignment, where the kernel read it)
-        if labels is None:
-            assignments = self.embedding.assignments(point_tokens)
-            assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
-            labels = limit_model.lowest_positive(assignments)
-        return assignment_cost_rows(X, C, center_rows(labels, self.k), self.limit_runner.scratch)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -405,49 +286,3 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
             projection = EquivariantMap.from_linear(linear, config.d)
             getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
     return out.to(next(model.parameters()).device).train(model.training)
-
-
-def atomic_torch_save(obj: Any, path: Path, keep_previous: Path | None = None) -> None:
-    """``torch.save`` to a temporary file in the same folder, then rename over ``path``.
-
-    The temporary file (``.<name>.<random>.tmp``) is flushed to disk before the rename, so that
-    after a crash ``path`` holds either the old or the new contents, never a zero-length file (a
-    rename can reach the disk before the data it names). With ``keep_previous``, the file that
-    ``path`` held is first renamed to ``keep_previous`` (a damaged newest checkpoint can then
-    be recovered from the one before it); between the two renames only ``keep_previous`` exists.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        # mkstemp creates the file private (0600); give it the usual permissions of a new file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        if keep_previous is not None and path.exists():
-            os.replace(path, keep_previous)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush a folder's entries (the renames into it) to disk where the OS allows it."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # (not possible on Windows; nothing to do there)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-

@@ -135,3 +135,17 @@ def kill_training_command(args: list[str], ready, timeout_s: float = 60.0) -> No
     finally:
         proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+
+
+def identity_block(score: str, map_name: str, gamma: float, width: int):
+    """The layer's cross-attention block CAX with identity query, key and value maps: its
+    ``weights(q, k)`` and ``forward(q, k)`` are the attention of the scores and map on q and k."""
+    from kmtlib.layer import AttentionBlock, BlockConfig, LayerConfig
+
+    block = BlockConfig(score=score, map=map_name, gamma=gamma)
+    config = LayerConfig(d=width, k=1, embedding="data", CAX=block, SAX=block, CAC=block, SAC=block)
+    cax = AttentionBlock("CAX", block, config).to(torch.float64)
+    with torch.no_grad():
+        for linear in (cax.query, cax.key, cax.value):
+            linear.weight.copy_(torch.eye(width, dtype=torch.float64))
+    return cax

@@ -162,17 +162,41 @@ def check_07(m: Metrics) -> None:
     assert m["n_seeds"] == 1
     keys = [k[: -len("_model_median")] for k in m if k.endswith("_model_median")]
     assert len(keys) == 10, keys
+    reference = _reference_lloyd_07()
     for key in keys:
         model, lloyd = m[f"{key}_model_median"], m[f"{key}_lloyd_median"]
         assert len(model) == m["param_steps"] + 1 and _finite(model) and _finite(lloyd), key
         assert abs(model[0] - lloyd[0]) < 1e-5, key  # same initial centres
         assert _non_increasing(lloyd, tol=1e-5), key
+        # One seed: its curve is the median, the minimum and the maximum over seeds.
+        assert model == m[f"{key}_model_min"] == m[f"{key}_model_max"], key
+        # Lloyd on this setting's tasks (family, n, seeding) starts and ends where the authors' task
+        # generator, run independently, puts it (the chapter's REFERENCE_LLOYD): within half of
+        # log 2, the step that doubling n makes in a log objective that sums over the points.
+        family, n, init = key.split("_")
+        start, *_, end = reference[(family, int(n[1:]), {"kmeanspp": "kmeans++"}.get(init, init))]
+        assert abs(lloyd[0] - start) < math.log(2) / 2 and abs(lloyd[-1] - end) < math.log(2) / 2, key
+    # The gaps in the table are Lloyd's final median minus the model's, and a win is a positive gap.
+    gaps = sorted(m[f"{key}_lloyd_median"][-1] - m[f"{key}_model_median"][-1] for key in keys)
+    assert np.allclose(sorted(m["gap_t20"]), gaps, rtol=0, atol=1e-5)
+    assert m["wins"] == sum(g > 0 for g in m["gap_t20"]) and m["n_settings"] == 10
     assert m["normal_n512_kmeanspp_lloyd_median"][0] < m["normal_n512_random_lloyd_median"][0] - 0.2
     starts = [m[f"normal_n{n}_random_model_median"][0] for n in (128, 256, 512, 1024, 2048)]
     assert starts == sorted(starts), "the objective is a sum over points"
     # In its own training setting the shipped model beats Lloyd after 20 steps.
     assert m["normal_n512_random_model_median"][-1] < m["normal_n512_random_lloyd_median"][-1] - 0.05
     assert len(m["gap_t20"]) == 10 and 1 <= m["wins"] <= 10
+
+
+def _reference_lloyd_07() -> dict[tuple[str, int, str], tuple[float, ...]]:
+    """The REFERENCE_LLOYD table of chapter 07 (read from its source: one copy of the numbers)."""
+    import ast
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / "book" / "07_generalization.md").read_text()
+    start = source.index("REFERENCE_LLOYD = {")
+    end = source.index("}", start) + 1
+    return ast.literal_eval(source[start + len("REFERENCE_LLOYD = ") : end])
 
 
 def check_08(m: Metrics) -> None:
@@ -345,9 +369,14 @@ def check_12(m: Metrics) -> None:
     assert len(m["forms"]) == len(m["forms_inside_mean"]) == len(m["forms_final_val"]) == 5
     assert m["forms_best_inside"] in m["forms"] and all(math.isfinite(v) for v in m["forms_inside_mean"])
     assert m["k_tested"] == len(m["ks"]) == len(m["layer_mean_log"]) == len(m["lloyd_mean_log"]) == len(m["win_rate"])
-    for key in ("k_below_lloyd", "k_kmeanspp_below_layer", "k_restarts_below_layer"):
-        assert 0 <= m[key] <= m["k_tested"], key
-    assert 0 <= m["k_large_below_kmeanspp"] <= m["k_large_tested"]
+    # The verdict's counts are those of the recorded per-k means (layers, Lloyd, k-means++ then Lloyd).
+    layer, lloyd, kmeanspp = m["layer_mean_log"], m["lloyd_mean_log"], m["kmeanspp_mean_log"]
+    assert m["k_below_lloyd"] == sum(a < b for a, b in zip(layer, lloyd))
+    assert m["k_kmeanspp_below_layer"] == sum(p < a for a, p in zip(layer, kmeanspp))
+    large = [i for i, k in enumerate(m["ks"]) if k > 16]
+    assert m["k_large_tested"] == len(large)
+    assert m["k_large_below_kmeanspp"] == sum(layer[i] < kmeanspp[i] for i in large)
+    assert 0 <= m["k_restarts_below_layer"] <= m["k_tested"]  # (the restarts' means are not recorded)
     # The k named as won on fewer than half of the tasks are those whose win rate is below one half.
     under_half = [str(k) for k, r in zip(m["ks"], m["win_rate"]) if r < 0.5]
     assert m["k_wins_under_half"] == (", ".join(under_half) or "none")

@@ -7,11 +7,11 @@ import math
 
 import pytest
 import torch
+from _helpers import identity_block
 
+import kmtlib.layer
 from kmtlib.attention import (
     ATTENTION_MAPS,
-    attend,
-    attention_weights,
     dot_scores,
     euclidean_scores,
     get_attention_map,
@@ -23,6 +23,7 @@ from kmtlib.attention import (
 )
 
 F64 = torch.float64
+
 
 
 def _rand(*shape, seed=0, scale=1.0):
@@ -160,19 +161,21 @@ def test_registry_and_custom_maps():
     try:
         register_attention_map(name, lambda scores, gamma=None: hard_attention(scores))
         s = _rand(2, 3, 4, seed=8)
-        torch.testing.assert_close(attention_weights(s, s, score="dot", map=name), hard_attention(dot_scores(s, s)))
+        block = identity_block("dot", name, 1.0, 4)
+        torch.testing.assert_close(block.weights(s, s), hard_attention(dot_scores(s, s)))
     finally:
         ATTENTION_MAPS.pop(name, None)
 
 
 @pytest.mark.parametrize("map_name,gamma", [("softmax", 3.0), ("softmax", math.inf), ("linear", 1.0)])
 @pytest.mark.parametrize("score", ["euclidean", "dot"])
-def test_attend_chunks_queries_without_changing_the_result(map_name, gamma, score):
-    q, k, v = _rand(2, 37, 3, seed=9), _rand(2, 11, 3, seed=10), _rand(2, 11, 5, seed=11)
+def test_a_block_chunks_queries_without_changing_the_result(map_name, gamma, score, monkeypatch):
+    queries, keys = _rand(2, 37, 3, seed=9), _rand(2, 11, 3, seed=10)
     if map_name == "linear":
-        q, k = q.abs(), k.abs()
-    whole = attend(q, k, v, score=score, map=map_name, gamma=gamma)
-    chunked = attend(q, k, v, score=score, map=map_name, gamma=gamma, max_elements=2 * 11 * 4)
+        queries, keys = queries.abs(), keys.abs()
+    block = identity_block(score, map_name, gamma, 3)
+    whole = block(queries, keys)
+    monkeypatch.setattr(kmtlib.layer, "MAX_SCORE_ELEMENTS", 2 * 11 * 4)  # chunks of 4 queries
+    chunked = block(queries, keys)
     torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-14)
-    w = attention_weights(q, k, score=score, map=map_name, gamma=gamma)
-    torch.testing.assert_close(whole, torch.bmm(w, v), rtol=0, atol=1e-13)
+    torch.testing.assert_close(whole, torch.bmm(block.weights(queries, keys), keys), rtol=0, atol=1e-13)

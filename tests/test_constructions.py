@@ -15,13 +15,16 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.constructions import theorem_config, theorem_weights
+from kmtlib.constructions import theorem_config
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
+from kmtlib.fast.choice import limit_blocks
+from kmtlib.fast.forward import layer_step
+from kmtlib.io.model_file import load_model
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
 from kmtlib.layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig
-from kmtlib.model_file import load_model
 from kmtlib.objective import nearest_center, squared_distances
+from kmtlib.theorems import theorem_weights
 from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64
@@ -229,7 +232,7 @@ def test_closed_form_hard_self_attention_equals_dense_with_duplicate_points(atte
     P, C = closed.embedding.embed(X, C0)
     Pd, Cd = P, C
     for _ in range(6):
-        P, C = closed.layer(P, C)
+        P, C = layer_step(closed.layer, P, C)
         Pd, Cd = dense.layer(Pd, Cd)
         assert torch.equal(P, Pd) and torch.equal(C, Cd)
     # the dense SAX attention matrix averages over the copies of each point, exactly: the copies'
@@ -489,7 +492,7 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
     rows, C = model.embedding.embed(X, C0)
     cols = limit_model.point_tokens(X, model.width, model.k, model.config.embedding == "norm_augmented")
     assert torch.equal(rows, cols) and is_coordinate_major(cols) and not is_coordinate_major(rows)
-    blocks = model.layer.limit_blocks()
+    blocks = limit_blocks(model.layer)
     in_place, copying = LimitRunner(blocks, model.layer.ffn), LimitRunner(blocks, model.layer.ffn)
 
     def advance_copying(P, Ct):  # the same operations, the residual written into a new tensor
@@ -512,7 +515,7 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
                     if not options.get("gamma"):
                         assert P1 is P, f"{name}: the limit layer should update the tokens in place"
                 elif name == "formula":
-                    P1, C1 = model.layer(P, Ct)
+                    P1, C1 = model.layer(P, Ct) if dense else layer_step(model.layer, P, Ct)
                 else:
                     P1, C1 = advance_copying(P, Ct)
                     assert P1 is not P
@@ -597,10 +600,10 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
     P, C = model.embedding.embed(X, C0)
     chain = [(P, C)]
     for _ in range(5):
-        chain.append(model.layer(*chain[-1]))
+        chain.append(model.apply_layer(*chain[-1]))
     copies = [p.clone() for p, _ in chain]
     for _ in range(3):
-        model.layer(*chain[-1])
+        model.apply_layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
     # the fast forward's scratch memory can be dropped; the next call makes it anew
     model.limit_runner.scratch.clear()

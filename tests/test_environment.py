@@ -212,6 +212,7 @@ CIRCUIT_MODULES = (
     "kmtlib.transformer",
     "kmtlib.layer",
     "kmtlib.kernels",
+    "kmtlib.fast",
     "kmtlib.embedding",
 )
 """The circuits (the transformer, its one layer class, its tokens, the layer's speed kernels and

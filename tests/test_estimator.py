@@ -22,7 +22,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
+from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
 from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, means_readout, pretrained_model
 
 
@@ -131,7 +131,7 @@ def test_isotropic_map_is_invertible_and_padding_keeps_distances():
     np.testing.assert_allclose(Z[:, :5].mean(axis=0), CENTRE, rtol=0, atol=1e-12)
     assert ((Z - Z.mean(axis=0)) ** 2).sum(axis=1).mean() == pytest.approx(TARGET_TOTAL_VARIANCE, rel=1e-12)
     assert dm.scale == pytest.approx(np.sqrt(X.var(axis=0).sum() / TARGET_TOTAL_VARIANCE), rel=1e-12)
-    # the same shift and scale as the broad training tasks go through (kmtlib.broad_tasks.spread_normalise),
+    # the same shift and scale as the broad training tasks go through (kmtlib.analysis.broad_tasks.spread_normalise),
     # in the data's principal axes
     padded = torch.zeros(1, 120, 32, dtype=torch.float64)
     padded[0, :, :5] = torch.from_numpy(X)

@@ -1,4 +1,4 @@
-"""kmtlib.inspect_layer: weights, attention maps and step measures, checked on the theorem model
+"""kmtlib.analysis.inspect_layer: weights, attention maps and step measures, checked on the theorem model
 (where every measure has a known answer) and on trainable layers (consistency with the model's
 own forward pass)."""
 
@@ -11,8 +11,7 @@ import torch
 
 import kmtlib
 from kmtbook.shipped import shipped_runs
-from kmtlib.constructions import theorem_weights
-from kmtlib.inspect_layer import (
+from kmtlib.analysis.inspect_layer import (
     attention_summary,
     block_weights,
     compare_with_lloyd,
@@ -25,6 +24,7 @@ from kmtlib.inspect_layer import (
     paper_theorem_model,
     qk_structure,
 )
+from kmtlib.theorems import theorem_weights
 
 D_, K_ = 5, 4
 
@@ -125,9 +125,31 @@ def test_paper_theorem_model_temperature_and_closeness_to_the_limit():
     assert raw.layer.blocks["SAX"].config.inverse_temperature == pytest.approx(1000.0)
     X, C = _tasks(seed=2)
     soft, hard = layer_maps(raw, X, C), layer_maps(_limit_model(), X, C)
-    for name in ("CAX", "CAC", "SAC"):
-        assert (soft.maps()[name] - hard.maps()[name]).abs().max() < 0.5, name
-    assert torch.allclose(soft.CAX.sum(-1), torch.ones(X.shape[:2], dtype=torch.float64))
+    # Each map is the soft-max at inverse temperature beta = 1000 of minus the squared distances of
+    # the coordinates its weights select (Theorem 2.1: data for CAX, one-hot ids for CAC and SAC),
+    # computed here from the points, centres and updated point tokens, not by the layer.
+    beta = 1000.0
+    ids = torch.eye(K_, dtype=torch.float64).expand(X.shape[0], K_, K_)
+    assignment = soft.point_tokens[..., D_:]
+    squared = {
+        "CAX": ((X.unsqueeze(2) - C.unsqueeze(1)) ** 2).sum(-1),
+        "CAC": ((ids.unsqueeze(2) - assignment.unsqueeze(1)) ** 2).sum(-1),
+        "SAC": ((ids.unsqueeze(2) - ids.unsqueeze(1)) ** 2).sum(-1),
+    }
+    for name, d2 in squared.items():
+        torch.testing.assert_close(soft.maps()[name], torch.softmax(-beta * d2, dim=-1), rtol=1e-9, atol=1e-12)
+    # Close to the limit: a point whose nearest centre is nearer by a margin m than the next one puts
+    # at most (k - 1) exp(-beta m) of its weight elsewhere than the hard assignment, and at least
+    # exp(-beta m) / (1 + (k - 1) exp(-beta m)).
+    nearest_two = squared["CAX"].topk(2, dim=-1, largest=False).values
+    margin = nearest_two[..., 1] - nearest_two[..., 0]
+    elsewhere = (soft.CAX - hard.CAX).abs().sum(-1) / 2
+    tail = torch.exp(-beta * margin)
+    unique = margin > 0  # (a tie's hard row splits its weight: the bounds are for a unique nearest centre)
+    assert (elsewhere <= (K_ - 1) * tail * (1 + 1e-9) + 1e-15)[unique].all()
+    assert (elsewhere >= tail / (1 + (K_ - 1) * tail) * (1 - 1e-9) - 1e-15)[unique].all()
+    assert ((margin > 0.01) & (margin < 0.03)).any(), "some point near a tie, where the bounds bite"
+    assert torch.equal(soft.SAC, hard.SAC)  # (distinct ids: beta * 2 puts exp(-2000) = 0 elsewhere)
 
 
 @pytest.mark.parametrize("embedding", ["onehot", "data"])
@@ -153,7 +175,7 @@ def test_learned_maps_match_the_forward_pass_without_dropout(embedding):
 
 
 def test_chunked_maps_equal_one_batch(monkeypatch):
-    import kmtlib.inspect_layer as il
+    import kmtlib.analysis.inspect_layer as il
 
     X, C = _tasks(B=5, n=20, dtype=torch.float32)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, generator=1)
@@ -250,7 +272,7 @@ def test_shipped_layer_reads_out_in_the_common_layout():
 
 
 def test_inspect_step_in_batches_equals_one_batch():
-    from kmtlib.inspect_layer import inspect_step
+    from kmtlib.analysis.inspect_layer import inspect_step
 
     X, C = _tasks(B=5, n=20, dtype=torch.float32, seed=3)
     model = kmtlib.KMeansTransformer.trainable(D_, K_, generator=6)

@@ -25,6 +25,8 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer
+from kmtlib.fast.choice import attention_kernel, closed_form_self_attention, uses_limit_kernel, writes_hard_assignment
+from kmtlib.fast.forward import attend
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
 from kmtlib.kernels.labels import lowest_true_, lowest_true_plain
@@ -109,15 +111,15 @@ THEOREM_IDS = ["-".join(f"{v}" for v in o.values()) for o in THEOREM_OPTIONS]
 def _fast_and_plain(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, monkeypatch):
     """``model(X, C0, steps)`` by the kernel (which must be the one that runs) and by the loop."""
     calls = []
-    kernel = KMeansTransformer._forward_limit
+    kernel = kmtlib.fast.limit_forward
 
     def counted(*args, **kwargs):
         calls.append(1)
         return kernel(*args, **kwargs)
 
-    monkeypatch.setattr(KMeansTransformer, "_forward_limit", counted)
+    monkeypatch.setattr(kmtlib.fast, "limit_forward", counted)
     with torch.no_grad():
-        assert model.fast and model.uses_limit_kernel(X, C0)
+        assert model.fast and uses_limit_kernel(model, X, C0)
         fast = model(X, C0, steps=steps)
         assert calls == [1], "the fast forward did not run the limit-model kernel"
         model.fast = False
@@ -216,28 +218,28 @@ def test_hard_assignment_pass_is_the_blocks_bitwise(options, monkeypatch):
 def test_limit_model_supports_only_fixed_weight_token_passing_models():
     X = kmtlib.sample_tasks(2, 20, 2, 3, generator=1, dtype=F64)
     C0 = kmtlib.init_centers(X, 3, generator=2)
-    assert KMeansTransformer.from_theorem(2, 3).to(F64).uses_limit_kernel(X, C0)
-    assert not KMeansTransformer.trainable(2, 3, dtype=F64).uses_limit_kernel(X, C0)  # re-embeds, learns
+    assert uses_limit_kernel(KMeansTransformer.from_theorem(2, 3).to(F64), X, C0)
+    assert not uses_limit_kernel(KMeansTransformer.trainable(2, 3, dtype=F64), X, C0)  # re-embeds, learns
     for name in ("spherical", "trimmed", "robust", "kmedoids"):
-        assert not KMeansTransformer.from_variant(name, 2, 3).to(F64).uses_limit_kernel(X, C0), name
+        assert not uses_limit_kernel(KMeansTransformer.from_variant(name, 2, 3).to(F64), X, C0), name
     model = KMeansTransformer.from_theorem(2, 3).to(F64)
     Xg = X.clone().requires_grad_(True)
-    assert not model.uses_limit_kernel(Xg, C0)  # autograd: the plain loop
+    assert not uses_limit_kernel(model, Xg, C0)  # autograd: the plain loop
     with torch.no_grad():
-        assert model.uses_limit_kernel(Xg, C0)
+        assert uses_limit_kernel(model, Xg, C0)
 
 
 def test_writes_hard_assignment_only_where_the_tokens_hold_lloyds_labels():
-    assert KMeansTransformer.from_theorem(2, 3).layer.writes_hard_assignment()
-    assert KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer.writes_hard_assignment()
-    assert KMeansTransformer.from_theorem(2, 3, center_update="attention").layer.writes_hard_assignment()
-    assert not KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer.writes_hard_assignment()
-    assert not KMeansTransformer.from_theorem(2, 3, attention="dot").layer.writes_hard_assignment()
-    assert not KMeansTransformer.from_variant("soft", 2, 3).layer.writes_hard_assignment()
+    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3).layer)
+    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer)
+    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, center_update="attention").layer)
+    assert not writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer)
+    assert not writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, attention="dot").layer)
+    assert not writes_hard_assignment(KMeansTransformer.from_variant("soft", 2, 3).layer)
     model = KMeansTransformer.from_theorem(2, 3)
     with torch.no_grad():
         model.layer.CAX.value.weight.mul_(0.5)  # the tokens no longer hold a one-hot assignment
-    assert not model.layer.writes_hard_assignment()
+    assert not writes_hard_assignment(model.layer)
 
 
 # ------------------------------------------------------------------------------------ Euclidean soft-max
@@ -255,21 +257,17 @@ def test_trainable_blocks_use_the_euclidean_kernel_and_it_is_the_formula(embeddi
     P, Ct = model.embedding.embed(X, C)
     queries, keys = {"CAX": (P, Ct), "SAX": (P, P), "CAC": (Ct, P), "SAC": (Ct, Ct)}[block]
     b = model.layer.blocks[block]
-    assert b.attention_kernel(b.query(queries), b.key(keys)) is not None
+    assert attention_kernel(b) is not None
     q, k, v = b.query(queries), b.key(keys), b.value(keys)
     explicit = explicit_euclidean_attention(q, k, v, b.config.inverse_temperature)
-    b.fast = True
-    fast = b(queries, keys)
-    b.fast = False
+    fast = attend(b, queries, keys)
     plain = b(queries, keys)
     torch.testing.assert_close(fast, explicit, rtol=0, atol=1e-10)
     torch.testing.assert_close(plain, explicit, rtol=0, atol=1e-10)
     torch.testing.assert_close(plain, b.weights(queries, keys) @ v, rtol=0, atol=1e-12)
     grad = torch.randn(fast.shape, generator=torch.Generator().manual_seed(10), dtype=F64)
     params = list(b.parameters())
-    b.fast = True
-    g_fast = torch.autograd.grad(b(queries, keys), params, grad)
-    b.fast = False
+    g_fast = torch.autograd.grad(attend(b, queries, keys), params, grad)
     g_plain = torch.autograd.grad(b(queries, keys), params, grad)
     for x, y in zip(g_fast, g_plain):
         torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-9)
@@ -328,30 +326,28 @@ def test_point_self_attention_is_the_formula(embedding, d, k, p):
 
 
 def test_the_block_takes_the_point_path_exactly_where_it_applies(monkeypatch):
-    import kmtlib.layer
+    import kmtlib.fast.forward
 
     calls = []
-    original = kmtlib.layer.point_self_attention
-    monkeypatch.setattr(kmtlib.layer, "point_self_attention", lambda *a: calls.append(1) or original(*a))
+    original = kmtlib.fast.forward.point_self_attention
+    monkeypatch.setattr(kmtlib.fast.forward, "point_self_attention", lambda *a: calls.append(1) or original(*a))
     model = KMeansTransformer.trainable(3, 4, generator=1, dtype=F64).eval()  # (no dropout: comparable calls)
     X = kmtlib.sample_tasks(2, 15, 3, 4, generator=2, dtype=F64)
     C = kmtlib.init_centers(X, 4, generator=3)
     P, Ct = model.embedding.embed(X, C)
     sax = model.layer.SAX
-    fast = sax(P, P)
+    fast = attend(sax, P, P)
     assert len(calls) == 1  # points [x; 0], one tensor for queries and keys
-    sax.fast = False
     torch.testing.assert_close(fast, sax(P, P), rtol=0, atol=1e-11)  # the formula, not the kernel
-    sax.fast = True
     assert len(calls) == 1
     updated = P + fast  # the assignment coordinates are filled: not [x; 0] any more
-    sax(updated, updated)
-    sax(P, P.clone())  # two tensors: not a self-attention call the kernel can see as one
+    attend(sax, updated, updated)
+    attend(sax, P, P.clone())  # two tensors: not a self-attention call the kernel can see as one
     P_grad = P.clone().requires_grad_(True)  # tokens that need a gradient (the kernel gives the points none)
-    sax(P_grad, P_grad)
-    model.layer.SAC(Ct, Ct)  # centre tokens [c; e]
+    attend(sax, P_grad, P_grad)
+    attend(model.layer.SAC, Ct, Ct)  # centre tokens [c; e]
     data_only = KMeansTransformer.trainable(3, 4, embedding="data", generator=1, dtype=F64)
-    data_only.layer.SAX(X, X)  # tokens of width d: nothing to save
+    attend(data_only.layer.SAX, X, X)  # tokens of width d: nothing to save
     assert len(calls) == 1
     # The model's training step takes it (once per step: SAX on the re-embedded points).
     model.train()
@@ -381,12 +377,9 @@ def test_closed_form_hard_self_attention_is_the_dense_attention(attention, n):
         block = model.layer.blocks[name]
         # (Theorem 2.2's SAC compares the centres' one-hot ids by dot products: exact small
         # integers, so its k x k formula runs; it must give the same)
-        assert block.closed_form_self_attention() == (name == "SAX" or attention == "euclidean"), name
-        block.fast = True
-        closed = block(tokens, tokens)
-        block.fast = False
+        assert closed_form_self_attention(block) == (name == "SAX" or attention == "euclidean"), name
+        closed = attend(block, tokens, tokens)
         dense = block(tokens, tokens)
-        block.fast = True
         assert torch.equal(closed, dense), name
         assert torch.equal(closed, block.value(tokens)), name  # each token's own value
     # the dense matrix averages exactly over the copies of each point
@@ -397,20 +390,20 @@ def test_closed_form_hard_self_attention_is_the_dense_attention(attention, n):
 
 def test_closed_form_only_where_the_maximal_keys_are_the_copies():
     theorem = KMeansTransformer.from_theorem(2, 3)
-    assert theorem.layer.SAX.closed_form_self_attention() and theorem.layer.SAC.closed_form_self_attention()
-    assert not theorem.layer.CAX.closed_form_self_attention()  # cross-attention
-    assert not KMeansTransformer.from_theorem(2, 3, gamma=5.0).layer.SAX.closed_form_self_attention()  # soft
+    assert closed_form_self_attention(theorem.layer.SAX) and closed_form_self_attention(theorem.layer.SAC)
+    assert not closed_form_self_attention(theorem.layer.CAX)  # cross-attention
+    assert not closed_form_self_attention(KMeansTransformer.from_theorem(2, 3, gamma=5.0).layer.SAX)  # soft
     trainable = KMeansTransformer.trainable(2, 3)
-    assert not trainable.layer.SAX.closed_form_self_attention()  # learns: copies need not share a value
+    assert not closed_form_self_attention(trainable.layer.SAX)  # learns: copies need not share a value
     changed = KMeansTransformer.from_theorem(2, 3)
     with torch.no_grad():
         changed.layer.SAX.key.weight.mul_(2.0)  # queries and keys no longer one map
-    assert not changed.layer.SAX.closed_form_self_attention()
+    assert not closed_form_self_attention(changed.layer.SAX)
     dot = KMeansTransformer.from_theorem(2, 3, attention="dot")
-    assert dot.layer.SAX.closed_form_self_attention()
+    assert closed_form_self_attention(dot.layer.SAX)
     with torch.no_grad():
         dot.layer.SAX.query.weight[2 + 3, 2 + 3 + 1] = -0.25  # not Theorem 2.2's query any more
-    assert not dot.layer.SAX.closed_form_self_attention()
+    assert not closed_form_self_attention(dot.layer.SAX)
     # where no closed form holds, the block runs its formula: dense hard attention
     X = _duplicated(2, 12, 2, seed=3)
     C0 = kmtlib.init_centers(X, 3, generator=4)
@@ -429,7 +422,7 @@ def test_kernels_on_cuda_are_their_formulas(options):
     X, C0 = X.cuda(), C0.cuda()
     model = KMeansTransformer.from_theorem(3, 4, **options).to(F64).cuda()
     with torch.no_grad():
-        assert model.uses_limit_kernel(X, C0)
+        assert uses_limit_kernel(model, X, C0)
         fast = model(X, C0, steps=5)
         model.fast = False
         plain = model(X, C0, steps=5)
@@ -438,8 +431,7 @@ def test_kernels_on_cuda_are_their_formulas(options):
     trainable = KMeansTransformer.trainable(3, 4, generator=1, dropout=0.0, dtype=F64, device="cuda")
     P, _ = trainable.embedding.embed(X, C0)
     block = trainable.layer.SAX
-    fast_out = block(P, P)
-    block.fast = False
+    fast_out = attend(block, P, P)
     torch.testing.assert_close(fast_out, block(P, P), rtol=0, atol=1e-10)
 
 

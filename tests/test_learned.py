@@ -1,5 +1,5 @@
 """The trainable layer (kmtlib.learned), the smoothed loss (kmtlib.losses) and the multi-step
-evaluation (kmtlib.evaluate).
+evaluation (kmtlib.analysis.evaluate).
 
 * the fast Euclidean-attention kernel against the straightforward cdist + soft-max form, values
   and gradients in float64 to 1e-10, with and without a dropout mask;
@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from kmtlib import init_centers, kmeans_objective, lloyd, sample_tasks
-from kmtlib.evaluate import evaluate_multistep, evaluate_seeds
+from kmtlib.analysis.evaluate import evaluate_multistep, evaluate_seeds
+from kmtlib.io.model_file import load_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
 from kmtlib.layer import BLOCK_NAMES, KMeansLayer
 from kmtlib.learned import trainable_config
 from kmtlib.losses import smoothed_objective
-from kmtlib.model_file import load_model
 from kmtlib.transformer import KMeansTransformer
 
 F64 = torch.float64

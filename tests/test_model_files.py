@@ -14,9 +14,9 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer, load_model
-from kmtlib.constructions import theorem_weights
+from kmtlib.io.model_file import MODEL_FORMAT, OLD_MODEL_FORMATS
 from kmtlib.layer import BLOCK_NAMES, LayerConfig
-from kmtlib.model_file import MODEL_FORMAT, OLD_MODEL_FORMATS
+from kmtlib.theorems import theorem_weights
 
 F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import torch
 from kmtbook import execute_chapters
 from kmtbook.shared_results import SHARED_VARIABLE, evaluate_seeds, fingerprint, shared
 from kmtlib import KMeansTransformer
-from kmtlib.evaluate import evaluate_seeds as kmtlib_evaluate_seeds
+from kmtlib.analysis.evaluate import evaluate_seeds as kmtlib_evaluate_seeds
 
 
 def test_a_result_is_computed_once_per_folder_and_the_generator_ends_alike(tmp_path, monkeypatch):

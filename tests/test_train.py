@@ -17,7 +17,7 @@ import pytest
 import torch
 from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
-from kmtlib.model_file import load_model
+from kmtlib.io.model_file import load_model
 from kmtlib.training import (
     TrainConfig,
     derive_seeds,

@@ -1,4 +1,4 @@
-"""kmtlib.run_stack and kmtlib.training.group: S runs of one shape trained as one stacked pass.
+"""kmtlib.fast.run_stack and kmtlib.training.group: S runs of one shape trained as one stacked pass.
 
 * the stacked pass equals the models one by one (centres and every gradient), for runs of
   different seeds and dropout rates, with per-run and with batched products;
@@ -23,10 +23,10 @@ import pytest
 import torch
 from _helpers import kill_training_command, log_without_wall, one_thread  # noqa: F401 (one_thread: a fixture every test uses)
 
+from kmtlib.fast.run_stack import RunStack
 from kmtlib.init import init_centers
+from kmtlib.io.model_file import load_model
 from kmtlib.losses import _smoothed_objective
-from kmtlib.model_file import load_model
-from kmtlib.run_stack import RunStack
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
 from kmtlib.training.state import _new_training_state

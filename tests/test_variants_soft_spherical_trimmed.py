@@ -330,10 +330,10 @@ def test_normmax_map_solves_its_problem():
 
 def test_topk_map_and_registry():
     s = torch.tensor([[[3.0, 1.0, 2.0, -math.inf, 0.0]]], dtype=F64)
-    assert torch.equal(topk_attention(s, k=2), torch.tensor([[[0.5, 0.0, 0.5, 0.0, 0.0]]], dtype=F64))
+    assert torch.equal(topk_attention(s, count=2), torch.tensor([[[0.5, 0.0, 0.5, 0.0, 0.0]]], dtype=F64))
     assert torch.equal(topk_attention(s, fraction=0.5), torch.tensor([[[0.5, 0.0, 0.5, 0.0, 0.0]]], dtype=F64))
     empty = torch.full((1, 1, 4), -math.inf, dtype=F64)
-    assert torch.equal(topk_attention(empty, k=1), torch.full((1, 1, 4), 0.25, dtype=F64))
+    assert torch.equal(topk_attention(empty, count=1), torch.full((1, 1, 4), 0.25, dtype=F64))
     assert torch.equal(normmax_attention(empty, 1.0), torch.full((1, 1, 4), 0.25, dtype=F64))
     assert get_attention_map("normmax") is normmax_attention and get_attention_map("topk") is topk_attention
 
@@ -372,7 +372,7 @@ def test_bad_reference_and_map_arguments():
     with pytest.raises(ValueError, match="gamma"):
         soft_kmeans(X, C0, 2, gamma=0.0)
     with pytest.raises(ValueError, match="exactly one"):
-        topk_attention(torch.zeros(1, 1, 3), k=1, fraction=0.5)
+        topk_attention(torch.zeros(1, 1, 3), count=1, fraction=0.5)
     with pytest.raises(ValueError, match="fraction"):
         topk_attention(torch.zeros(1, 1, 3), fraction=2.0)
     with pytest.raises(ValueError, match="tau"):

@@ -1,18 +1,17 @@
 """Speed kernels of kmtlib, each beside the plain formula it replaces and pinned to it by a test.
 
 Nothing here changes what is computed, only how fast (and, through the order of a sum, at most
-the last bits). One switch chooses them: ``model.fast`` (``layer.fast``, default True; set it to
-False to run every block by its formula in :mod:`kmtlib.layer`).
+the last bits). One switch chooses them: ``model.fast`` (default True; set it to False to run
+every block by its formula in :mod:`kmtlib.layer`).
 
 Kernels are leaves: tensors in, tensors out, no state on a model, and they import nothing of
 kmtlib above them (only each other, :mod:`kmtlib._numerics` and :mod:`kmtlib._checks`). Which
-kernel applies is decided by the layer and the model from their configuration and weights
-(:meth:`kmtlib.layer.AttentionBlock.attention_kernel`,
-:meth:`kmtlib.KMeansTransformer.uses_limit_kernel`); scratch memory is the model's.
+kernel applies is decided in :mod:`kmtlib.fast.choice` from the model's configuration and
+weights; scratch memory is the model's.
 
 * :mod:`.euclidean_softmax`: Euclidean soft-max attention with a hand-written backward pass and
   sparse dropout (the trainable layer; plain formula ``softmax(-s cdist(q, k)^2) @ v``).
-* hard self-attention in closed form (:meth:`kmtlib.layer.AttentionBlock.closed_form_self_attention`
+* hard self-attention in closed form (:func:`kmtlib.fast.choice.closed_form_self_attention`
   says where): where the keys that
   attain a query's maximum are the copies of its own token (one map for queries and keys and
   exact Euclidean scores, or Theorem 2.2's dot-product form), and copies carry the same value

@@ -152,7 +152,7 @@ def euclidean_attention(
         scale: the inverse temperature per squared distance (the layer passes gamma / sqrt(D)).
         dropout: drop each attention entry with this probability (inverted scaling 1/(1-p)); or a
             tensor (B,) of rates, one per task, with the dropped entries given as ``dropped``
-            (what :mod:`kmtlib.run_stack` passes for runs of different dropout rates).
+            (what :mod:`kmtlib.fast.run_stack` passes for runs of different dropout rates).
         generator: randomness for the dropout mask (None: the global RNG).
         dropped: explicit flat indices into (B, nq, nk) of the dropped entries (overrides the
             sampling).

@@ -1,6 +1,6 @@
 """The forward pass of a fixed-weight model, fast: the kernel behind ``model(X, C0, steps)`` for
 the theorem constructions and the soft variant (the model decides where it applies,
-:meth:`kmtlib.KMeansTransformer.uses_limit_kernel`, and runs its loop; each block is described to
+:func:`kmtlib.fast.choice.uses_limit_kernel`, and runs its loop; each block is described to
 the kernel by the layer, :class:`LimitBlock`).
 
 The plain formula is :meth:`kmtlib.KMeansTransformer.forward` with ``model.fast = False``: embed,
@@ -26,7 +26,7 @@ of a sum (BLAS may add the terms of a product in another order for another memor
   then operations that do not round).
 * **The objective from the assignment.** Where CAX is hard Euclidean attention of the data
   coordinates and SAX resets exactly, the tokens after a layer hold the nearest-centre
-  assignment of the centres it read (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`),
+  assignment of the centres it read (:func:`kmtlib.fast.choice.writes_hard_assignment`),
   so the objective of those centres needs no second distance computation.
 
 Hard self-attention is evaluated in closed form (each token's own value, see
@@ -55,7 +55,7 @@ it they are first laid out contiguously."""
 
 class LimitBlock(NamedTuple):
     """One attention block as this kernel reads it (the layer fills it in from its configuration
-    and weights: :meth:`kmtlib.layer.AttentionBlock.limit_block`)."""
+    and weights: :func:`kmtlib.fast.choice.limit_block`)."""
 
     name: str
     weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -452,7 +452,7 @@ class LimitRunner:
     ) -> None:
         """Compile the blocks' weights as they are now (once per forward pass). ``hard_assignment``:
         the model found that the layer writes the hard nearest-centre assignment
-        (:meth:`kmtlib.layer.KMeansLayer.writes_hard_assignment`); CAX and SAX then run as one
+        (:func:`kmtlib.fast.choice.writes_hard_assignment`); CAX and SAX then run as one
         pass, :class:`_HardAssignment`, where their compiled weights have its form."""
         self.blocks = {name: _FastBlock(block, self.scratch) for name, block in blocks.items()}
         self.ffn = ffn

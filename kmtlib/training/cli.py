@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_any_k_options(p, d)
     p.add_argument(
         "--tasks", choices=TASK_FAMILIES, default=d.tasks,
-        help="training tasks: the paper's mixtures or the broad family of kmtlib.broad_tasks (default %(default)s)",
+        help="training tasks: the paper's mixtures or the broad family of kmtlib.analysis.broad_tasks "
+        "(default %(default)s)",
     )
     p.add_argument(
         "--init-from", default=d.init_from, dest="init_from",

@@ -17,7 +17,7 @@ Python::
 How. Every run keeps its own model, Adam state, learning-rate schedule, data stream, dropout
 stream and validation tasks, the objects :func:`kmtlib.training.train` would make for it; a training
 step draws every run's batch from its own stream, applies all the runs' layers in one pass
-(:class:`kmtlib.run_stack.RunStack`, the weights stacked along a leading run axis), backpropagates
+(:class:`kmtlib.fast.run_stack.RunStack`, the weights stacked along a leading run axis), backpropagates
 the sum of the runs' losses (run s's loss depends on run s's weights only, so each run receives its
 own gradient) and steps each run's optimiser. Evaluation, checkpoints and logs are per run, on the
 run's own schedule. The runs may differ in seed, loss temperature, dropout rate, learning-rate
@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
+from ..fast.run_stack import RunStack
 from ..losses import _smoothed_objective
-from ..run_stack import RunStack
 from ..transformer import KMeansTransformer
 from .config import TrainConfig
 from .loop import _Run, prints_rows, progress_bar, tune_malloc
@@ -177,7 +177,7 @@ def step_together(
     """One training step of S runs as one stacked pass: run s applies its layer to its batch
     ``(X[s], C0[s])``, its loss is the mean smoothed objective at ``inv_temps[s]``, and each
     optimiser makes its run's update; returns the S losses. What :func:`kmtlib.training.step_alone`
-    does for each run, with the layers applied together (:class:`~kmtlib.run_stack.RunStack`)."""
+    does for each run, with the layers applied together (:class:`~kmtlib.fast.run_stack.RunStack`)."""
     C1 = RunStack(models, products=products).step(torch.stack(list(X)), torch.stack(list(C0)))
     losses = [_smoothed_objective(x, C1[s], t).mean() for s, (x, t) in enumerate(zip(X, inv_temps))]
     for optimizer in optimizers:

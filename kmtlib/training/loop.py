@@ -20,11 +20,12 @@ import torch
 from .._version import __version__
 from ..device import resolve_device
 from ..init import init_centers
-from ..losses import _smoothed_objective
-from ..model_file import (
+from ..io.atomic_save import atomic_torch_save
+from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
-from ..transformer import KMeansTransformer, atomic_torch_save
+from ..losses import _smoothed_objective
+from ..transformer import KMeansTransformer
 from .config import _DTYPES, TrainConfig, derive_seeds
 from .provenance import _sha256, source_fingerprint
 from .resume import _resume_point, _ResumePoint

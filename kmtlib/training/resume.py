@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..model_file import (
+from ..io.model_file import (
     ModelFileError,
     build_model,
     check_state_dict,

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from .._checks import check_int
-from ..model_file import (
+from ..io.atomic_save import fsync_dir
+from ..io.model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
     OLD_MODEL_FORMATS,
@@ -22,7 +23,7 @@ from ..model_file import (
     describe_contents,
     read_torch_file,
 )
-from ..transformer import KMeansTransformer, fsync_dir
+from ..transformer import KMeansTransformer
 
 LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "lr", "wall_s")
 

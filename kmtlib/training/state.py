@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..embedding import CodeEmbedding
-from ..model_file import load_model
+from ..io.model_file import load_model
 from ..transformer import KMeansTransformer
 from .config import _DTYPES, TrainConfig
 from .tasks import _generator

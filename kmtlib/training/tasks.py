@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..broad_tasks import sample_broad_tasks
+from ..analysis.broad_tasks import sample_broad_tasks
 from ..device import resolve_device
 from ..init import init_centers
 from ..lloyd import lloyd

@@ -37,13 +37,13 @@ from typing import Any
 
 import torch
 
-from ._checks import check_centers, check_int, check_points, check_positive_float
-from .attention import MAX_SCORE_ELEMENTS
-from .chunks import chunk_size, in_chunks
-from .layer import BLOCK_NAMES, KMeansLayer
-from .lloyd import lloyd_step
-from .objective import _kmeans_objective, assignment_cost, nearest_center
-from .transformer import KMeansTransformer
+from .._checks import check_centers, check_int, check_points, check_positive_float
+from .._numerics import MAX_SCORE_ELEMENTS
+from ..chunks import chunk_size, in_chunks
+from ..layer import BLOCK_NAMES, KMeansLayer
+from ..lloyd import lloyd_step
+from ..objective import _kmeans_objective, assignment_cost, nearest_center
+from ..transformer import KMeansTransformer
 
 __all__ = [
     "BLOCK_NAMES",
@@ -65,7 +65,7 @@ __all__ = [
     "qk_structure",
 ]
 
-# MAX_SCORE_ELEMENTS (kmtlib.attention): the largest number of self-attention weights (tasks x n x n)
+# MAX_SCORE_ELEMENTS (kmtlib._numerics): the largest number of self-attention weights (tasks x n x n)
 # that layer_maps builds per chunk of tasks; larger batches are processed a few tasks at a time.
 
 
@@ -234,8 +234,8 @@ def layer_maps(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> La
 
     def one_chunk(Xc: torch.Tensor, Cc: torch.Tensor) -> tuple[torch.Tensor, ...]:
         P, Ct = model.embedding.embed(Xc, Cc)
-        P1, Ct1 = model.layer(P, Ct)
-        maps = model.layer.attention_maps(P, Ct)
+        P1, Ct1 = model.apply_layer(P, Ct)
+        maps = model.layer.attention_maps(P, Ct, step=model.apply_layer)
         return (*(maps[name] for name in BLOCK_NAMES), P1, Ct1)
 
     training = model.training

@@ -8,7 +8,7 @@ Two kinds of model run the clustering, chosen by ``model``:
 * ``"learned"`` (default): the single trained layer that reads any number of clusters (random
   cluster codes, :class:`~kmtlib.embedding.CodeEmbedding`), shipped with the package. It was
   trained on synthetic tasks of width D = 32 (the broad family of
-  :func:`kmtlib.broad_tasks.sample_broad_tasks`, each task shifted and scaled as here), so the
+  :func:`kmtlib.analysis.broad_tasks.sample_broad_tasks`, each task shifted and scaled as here), so the
   data are first mapped into that domain by :class:`DomainMap` (centred, turned to their principal
   axes with a sign fixed by the data, one isotropic scale, zero padding for d < D, the top D axes
   for d > D), and the centres mapped back; it runs on a sample of at most ``sample_size`` points,
@@ -35,14 +35,14 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .device import resolve_device
+from ..device import resolve_device
+from ..init import init_centers
+from ..io.model_file import load_model
+from ..lloyd import lloyd_step
+from ..objective import assignment_cost, nearest_center, squared_distances
+from ..transformer import KMeansTransformer
 from .domain_map import DomainMap, translation_map
 from .frame import data_unit, frame_turns
-from .init import init_centers
-from .lloyd import lloyd_step
-from .model_file import load_model
-from .objective import assignment_cost, nearest_center, squared_distances
-from .transformer import KMeansTransformer
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from .tasks import check_task_arguments
+from ..tasks import check_task_arguments
 
 TARGET_TOTAL_VARIANCE = 1.6
 """The total variance (the mean squared distance of a task's points to their mean) that

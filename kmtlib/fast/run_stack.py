@@ -40,14 +40,19 @@ What a stack holds must share everything but the weights, seeds, loss temperatur
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-from ._checks import check_choice
-from .kernels.euclidean_softmax import euclidean_attention, sample_dropped
-from .layer import BLOCK_NAMES
-from .transformer import KMeansTransformer
+from .._checks import check_choice
+from ..kernels.euclidean_softmax import euclidean_attention, sample_dropped
+from ..layer import BLOCK_NAMES
+from .choice import point_coordinates
+from .forward import attend
+
+KMeansTransformer = Any
+"""A :class:`kmtlib.KMeansTransformer` (typed loosely: the fast path sits below the model)."""
 
 PRODUCTS: tuple[str, ...] = ("auto", "per_run", "batched")
 """How a stack applies the runs' query, key and value maps: ``"per_run"``, each run's own map on
@@ -148,8 +153,8 @@ class RunStack:
             # The points' self-attention on tokens [x; 0]: each run's block, through the d-wide
             # kernel of kmtlib.kernels.point_attention (the n x n work, where the time goes).
             tokens = queries.unbind(0)
-            if all(b.point_coordinates(z, z) is not None for b, z in zip(blocks, tokens)):
-                return torch.stack([b(z, z) for b, z in zip(blocks, tokens)])
+            if all(point_coordinates(b, z, z) is not None for b, z in zip(blocks, tokens)):
+                return torch.stack([attend(b, z, z) for b, z in zip(blocks, tokens)])
         q = self.affine(queries, [b.query for b in blocks])
         k = self.affine(keys, [b.key for b in blocks])
         v = self.affine(keys, [b.value for b in blocks])

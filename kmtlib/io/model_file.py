@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from .embedding import embedding_name
-from .layer import LayerConfig
-from .transformer import MODEL_FORMAT, KMeansTransformer
-from .variants import import_all
+from ..embedding import embedding_name
+from ..layer import LayerConfig
+from ..transformer import MODEL_FORMAT, KMeansTransformer
+from ..variants import import_all
 
 OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2")
 """Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_centers, check_choice, check_generator, check_int, check_points
-from .chunks import in_chunks
-from .lloyd import EMPTY_RULES, lloyd
-from .transformer import KMeansTransformer
+from .._checks import check_centers, check_choice, check_generator, check_int, check_points
+from ..chunks import in_chunks
+from ..lloyd import EMPTY_RULES, lloyd
+from ..transformer import KMeansTransformer
 
 
 @dataclass
