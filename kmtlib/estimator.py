@@ -136,7 +136,7 @@ def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return lloyd_step(_task(X), _task(centers), empty="keep")[0][0].numpy()
 
 
-def polish(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
+def lloyd_to_fixed_point(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
     """Lloyd's algorithm in float64 from centres (B, k, d) on the points X (n, d), all B starts at
     once, until no label changes (a fixed point: every centre the mean of the points nearest to it)
     or ``max_iter`` steps; a centre nearest to no point stays (``empty="keep"``). The distances are
@@ -158,11 +158,21 @@ def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return np.array([labels_inertia(X, c)[1] for c in centers])
 
 
-def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per start, the model's centres, or its seeding's where these have the lower inertia on X;
-    and (B,) whether the model's were kept (ties: the model's)."""
-    worse = inertias(X, runs) > inertias(X, seeds)
-    return np.where(worse[:, None, None], seeds, runs), ~worse
+TIE_TOLERANCE = 1e-12
+"""Two candidates whose inertias differ by at most this fraction tie (rounding, not clustering:
+from one partition of the points, Lloyd's means differ by rounding alone)."""
+
+
+def model_or_seeding(
+    X: np.ndarray, seeding_centers: np.ndarray, model_centers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per start, the model's centres where they have a strictly lower inertia on X than its
+    seeding's, else the seeding's (B, k, d); (B,) whether the model's were strictly better; (B,)
+    whether the two tie (inertias within :data:`TIE_TOLERANCE`: the seeding's are kept)."""
+    model, seeding = inertias(X, model_centers), inertias(X, seeding_centers)
+    tied = np.abs(model - seeding) <= TIE_TOLERANCE * np.maximum(model, seeding)
+    better = (model < seeding) & ~tied
+    return np.where(better[:, None, None], model_centers, seeding_centers), better, tied
 
 
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -201,16 +211,18 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
             the centres as the trained steps leave them (soft attention puts them between their
             points and the others'). A fixed-weight model's centres are already means: it ignores this.
-            For a trained model, each start's result (after the read-out and the polish) is then
-            compared with its own seeding (with ``polish``: the seeding polished, that is Lloyd's
-            algorithm from it), and the seeding's are kept where they have the lower inertia: the
-            result is never worse than the seeding it started from, nor, polished, than Lloyd from
-            that seeding. ``from_model_`` says which one the kept start's centres came from.
+            For a trained model each start's result (after the read-out and the polish) is then
+            compared with its seeding's (polished too where the result is: Lloyd from the seeding);
+            see ``never_worse``.
         polish: ``True``: after the model (and read-out), Lloyd's algorithm in float64 from its
-            centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`polish`),
+            centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`lloyd_to_fixed_point`),
             so the result is a k-means fixed point as ``KMeans``' is; ``False``: none; ``"auto"``
             (default): for a trained model only (a fixed-weight model is Theorem 2.1's Lloyd, left
             equal to ``KMeans(max_iter=steps)``). ``n_iter_`` counts the model's steps only.
+        never_worse: for a trained model: ``True`` (default): per start, the seeding's candidate
+            is kept unless the model's is strictly better (so the result is never worse than
+            Lloyd from the same seeding); ``False``: the model's candidate alone, whatever its
+            inertia, to see what the layer does by itself. A fixed-weight model ignores it.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
             torch generator of the seeding is seeded from it, so the same state gives the same result.
         device: ``"cpu"`` or ``"cuda"`` (``"auto"`` and ``"cuda:N"`` as :func:`kmtlib.resolve_device`).
@@ -221,8 +233,13 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             ``predict`` gives; for the trained model's padded or projected coordinates see below).
         inertia_: the sum of squared distances of the training points to their nearest centre.
         n_iter_: the number of steps run (``steps``).
-        from_model_: whether the centres came from the model's path (False: from its seeding, which
-            was better; always True for a fixed-weight model).
+        from_model_: whether the layer earned the result: the kept centres are the model's
+            candidate and its inertia is strictly lower than its seeding's candidate's. False where
+            the seeding's were better, and on a tie (see ``tied_with_seeding_``). Always True for a
+            fixed-weight model, which has no seeding candidate.
+        tied_with_seeding_: for a trained model, whether the model's candidate and its seeding's
+            have the same inertia (within :data:`TIE_TOLERANCE`: from a seeding and a model
+            that end at one fixed point). The layer then changed nothing, and the seeding's are kept.
         domain_map_: the :class:`DomainMap` used (the identity for a fixed-weight model).
         n_features_in_, feature_names_in_: as every scikit-learn estimator.
 
@@ -296,12 +313,15 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     (exact), and every number is computed in that unit and scaled back; ``X * 1e200`` and
     ``X * 1e-200`` give the labels of X (the inertia is inf or 0 where float64 cannot hold it).
 
-    Quality: the trained layer learned from synthetic mixtures only (unequal, elongated, heavy-tailed
-    clusters in 1 to 32 coordinates); on data far from them it may cluster worse than Lloyd's
-    algorithm from the same seeding (``model="theorem"``); with the default ``polish`` the estimator
-    keeps, per start, the better of the polished learned result and Lloyd from the seeding, so its
-    result is never worse than Lloyd's from the same start. Chapter 13 of the book measures it
-    against ``KMeans`` on real data sets, from the same starts and each with its own defaults.
+    What the layer adds and what it costs: with the defaults the result is a competition of two
+    candidates per start, the layer's (its steps, the read-out, the polish) and Lloyd's algorithm
+    from the same seeding; the layer wins where it moved the start into a better basin, and on
+    many starts both end at one fixed point (a tie, which the seeding wins). The layer's steps
+    cost a self-attention over the sampled points, many times the time of ``KMeans``' Lloyd
+    iterations, and at that time ``KMeans`` can run more seedings. Chapter 13 of the book ("Beyond
+    the paper: cluster your own data", ``book/13_your_data.md``) measures both on real data: the
+    defaults against ``KMeans()``, against ``KMeans`` at equal compute, and the layer's candidate
+    against its seeding's start by start (``never_worse=False`` shows the layer's alone).
     """
 
     def __init__(
@@ -316,6 +336,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         polish: bool | str = "auto",
         sample_size: int | None = SAMPLE_SIZE,
         frames: int = 1,
+        never_worse: bool = True,
         random_state: int | np.random.RandomState | None = None,
         device: str = "cpu",
     ) -> None:
@@ -328,6 +349,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.polish = polish
         self.sample_size = sample_size
         self.frames = frames
+        self.never_worse = never_worse
         self.random_state = random_state
         self.device = device
 
@@ -373,6 +395,12 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
                 UserWarning,
                 stacklevel=4,
             )
+
+    def _never_worse(self) -> bool:
+        """``never_worse`` as a bool (numpy booleans accepted)."""
+        if not isinstance(self.never_worse, bool | np.bool_):
+            raise ValueError(f"never_worse must be True or False, got {self.never_worse!r}")
+        return bool(self.never_worse)
 
     def _polishes(self, trained: bool) -> bool:
         """Whether the fit ends with Lloyd to a fixed point (``polish``; "auto": trained models)."""
@@ -527,15 +555,17 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             runs = np.stack([means_readout(X64, c) for c in runs])
         polishes = self._polishes(trained)
         if polishes:
-            runs = polish(X64, runs)
-        kept = np.ones(len(runs), dtype=bool)
+            runs = lloyd_to_fixed_point(X64, runs)
+        better, tied = np.ones(len(runs), dtype=bool), np.zeros(len(runs), dtype=bool)
         if trained:
-            seeds = polish(X64, C0) if polishes else C0
-            runs, kept = never_worse(X64, np.concatenate([seeds] * (len(runs) // len(C0))), runs)
+            seeding = lloyd_to_fixed_point(X64, C0) if polishes else C0
+            chosen, better, tied = model_or_seeding(X64, np.concatenate([seeding] * (len(runs) // len(C0))), runs)
+            if self._never_worse():
+                runs = chosen
         runs = (runs * unit).astype(X.dtype, copy=False)
         scores = [self._labels_inertia(X, c) for c in runs]
         best = int(np.argmin([inertia for _, inertia in scores]))
-        self.from_model_ = bool(kept[best])
+        self.from_model_, self.tied_with_seeding_ = bool(better[best]), bool(tied[best])
         return runs[best], *scores[best], best
 
     @staticmethod

@@ -23,7 +23,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
-from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, means_readout, pretrained_model
+from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, lloyd_to_fixed_point, means_readout, pretrained_model
 
 
 # ----------------------------------------------------------------------------- sklearn's own checks
@@ -394,3 +394,58 @@ def test_learned_model_warns_beyond_its_trained_k():
         warnings.simplefilter("error")
         TransformerKMeans(40, model="theorem", steps=1, random_state=0).fit(X)
         TransformerKMeans(32, steps=1, random_state=0).fit(X)
+
+
+# ----------------------------------------------------------------------------- the layer's candidate and the seeding's
+_NINE = make_blobs(400, centers=9, n_features=3, cluster_std=1.5, random_state=4)[0]
+
+
+def _layer_candidate(X: np.ndarray, k: int, random_state: int, steps: int = 20) -> np.ndarray:
+    """The learned default's candidate computed from the public pieces: the seeding (the theorem
+    model at 0 steps draws the same), the data in their power-of-two unit mapped into the layer's
+    domain, ``steps`` steps of the shipped layer (padding kept at 0), the map back, the read-out
+    and Lloyd to a fixed point."""
+    seeding = TransformerKMeans(k, model="theorem", steps=0, random_state=random_state).fit(X).cluster_centers_
+    unit = kmtlib.frame.data_unit(X)
+    Xu, Cu = X / unit, seeding / unit
+    dm = DomainMap.fit(Xu, 32)
+    model = pretrained_model()
+    dtype = next(model.parameters()).dtype
+    Z = torch.tensor(dm.to_model(Xu), dtype=dtype)[None]
+    C = torch.tensor(dm.to_model(Cu), dtype=dtype)[None]
+    with torch.inference_mode():
+        for _ in range(steps):
+            C = model.step(Z, C)
+            C[..., dm.reduced :] = 0
+    layer = dm.to_user(C[0].double().numpy())
+    return lloyd_to_fixed_point(Xu, means_readout(Xu, layer)[None])[0] * unit
+
+
+def test_never_worse_false_returns_the_layers_candidate():
+    """random_state=1: the layer's candidate is worse than Lloyd from its seeding; the default
+    keeps the seeding's, never_worse=False the layer's, equal to the one computed here."""
+    alone = TransformerKMeans(9, random_state=1, never_worse=False).fit(_NINE)
+    np.testing.assert_allclose(alone.cluster_centers_, _layer_candidate(_NINE, 9, 1), rtol=1e-9, atol=1e-9)
+    default = TransformerKMeans(9, random_state=1).fit(_NINE)
+    assert alone.inertia_ > default.inertia_ * 1.01
+    assert not default.from_model_ and not default.tied_with_seeding_
+    seeding_lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=1).fit(_NINE)
+    np.testing.assert_allclose(default.inertia_, seeding_lloyd.inertia_, rtol=1e-12)
+    with pytest.raises(ValueError, match="never_worse must be True or False"):
+        TransformerKMeans(9, never_worse="yes").fit(_NINE)
+
+
+def test_from_model_only_where_the_layer_is_strictly_better():
+    """random_state=3: the layer's candidate and Lloyd from the seeding end at one fixed point (a
+    tie: from_model_ False); random_state=0: the layer's is strictly better (True)."""
+    tie = TransformerKMeans(9, random_state=3).fit(_NINE)
+    seeding_lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=3).fit(_NINE)
+    np.testing.assert_allclose(tie.inertia_, seeding_lloyd.inertia_, rtol=1e-12)
+    alone = TransformerKMeans(9, random_state=3, never_worse=False).fit(_NINE)
+    np.testing.assert_allclose(tie.inertia_, alone.inertia_, rtol=1e-12)
+    assert tie.tied_with_seeding_ and not tie.from_model_
+    won = TransformerKMeans(9, random_state=0).fit(_NINE)
+    lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=0).fit(_NINE)
+    assert won.from_model_ and not won.tied_with_seeding_ and won.inertia_ < lloyd.inertia_ * (1 - 1e-6)
+    theorem = TransformerKMeans(9, model="theorem", random_state=3).fit(_NINE)
+    assert theorem.from_model_ and not theorem.tied_with_seeding_
