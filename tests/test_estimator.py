@@ -236,8 +236,14 @@ def test_model_of_one_fixed_k(tmp_path):
     path = fixed.save(tmp_path / "k4.pt")
     with pytest.raises(ValueError, match="supports k=4 clusters only"):
         TransformerKMeans(3, model=path).fit(X_SMALL)
-    # the right k runs (any d: a trained model gets the map into its domain)
-    assert TransformerKMeans(4, model=str(path), random_state=0).fit(X_SMALL).cluster_centers_.shape == (4, 3)
+    # the right k runs (any d: a trained model gets the map into its domain), and it is the file's
+    # model that runs: its own centres (no read-out, polish or seeding kept) are the given model's
+    alone = dict(readout="layer", polish=False, never_worse=False, random_state=0)
+    from_file = TransformerKMeans(4, model=str(path), **alone).fit(X_SMALL)
+    np.testing.assert_array_equal(
+        from_file.cluster_centers_, TransformerKMeans(4, model=fixed, **alone).fit(X_SMALL).cluster_centers_
+    )
+    assert not np.allclose(from_file.cluster_centers_, TransformerKMeans(4, **alone).fit(X_SMALL).cluster_centers_)
 
 
 def test_fixed_weight_model_of_another_d():
