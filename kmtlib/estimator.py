@@ -26,6 +26,7 @@ import functools
 import numbers
 import os
 import warnings
+from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -72,6 +73,10 @@ SAMPLE_SIZE = 1024
 over the points costs m^2 memory and time, so it runs on a random sample of m points (the shipped
 layer was trained at n = 512) and its clustering is read out over all points."""
 
+MAX_FRAMES = 64
+"""The most frames a fit may run in (``frames``): each frame is a run of every seeding, so more
+cost as many runs for a choice among fixed rotations."""
+
 ATTENTION_BATCH_BYTES = 1 << 28
 """How much memory the m x m attention of the seedings that run together may take (256 MiB):
 the seedings run in batches of that size (one at least)."""
@@ -109,11 +114,13 @@ def _task(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, dtype=torch.float64).unsqueeze(0)
 
 
-def _check_integer(name: str, value: object, minimum: int, alternatives: str = "") -> int:
+def _check_integer(name: str, value: object, minimum: int, alternatives: str = "", maximum: int | None = None) -> int:
     """``value`` as an int (numpy integers too), or a ValueError naming the parameter (bools and
     floats refused); ``alternatives`` names what else the parameter accepts."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be {alternatives}an integer >= {minimum}, got {value!r}")
+    if maximum is not None and int(value) > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value!r}")
     return int(value)
 
 
@@ -170,18 +177,41 @@ def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
 def lloyd_to_fixed_point(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
     """Lloyd's algorithm in float64 from centres (B, k, d) on the points X (n, d), all B starts at
     once, until no label changes (a fixed point: every centre the mean of the points nearest to it)
-    or ``max_iter`` steps; a centre nearest to no point stays (``empty="keep"``). The distances are
-    taken about the data's mean (nothing else changes), so data far from the origin lose no digits."""
+    or ``max_iter`` steps. The centre of a cluster that receives no point moves onto the point
+    farthest from its own centre, as ``KMeans`` relocates an empty cluster
+    (:func:`onto_farthest_points`), so on data with fewer distinct points than k (constant or
+    duplicated data) every centre lies on a data point. The distances are taken about the data's
+    mean (nothing else changes), so data far from the origin lose no digits."""
     mean = X.mean(axis=0)
     Xt = _task(X - mean).expand(centers.shape[0], *X.shape)
     C = torch.as_tensor(centers - mean, dtype=torch.float64)
     labels = None
     for _ in range(max_iter):
-        C, new, _counts = lloyd_step(Xt, C, empty="keep")
+        previous = C
+        C, new, counts = lloyd_step(Xt, C, empty="keep")
+        C = onto_farthest_points(Xt, previous, new, counts == 0, C)
         if labels is not None and torch.equal(new, labels):
             break
         labels = new
     return C.numpy() + mean
+
+
+def onto_farthest_points(
+    X: torch.Tensor, previous: torch.Tensor, labels: torch.Tensor, empty: torch.Tensor, centers: torch.Tensor
+) -> torch.Tensor:
+    """``centers`` (B, k, d) with every empty cluster's (``empty`` (B, k)) moved onto a point of X
+    (B, n, d): the points farthest from the ``previous`` centre they were assigned to (``labels``
+    (B, n)), farthest first (ties: the first in row order), one per empty cluster, as ``KMeans``
+    relocates empty clusters. A loop over the starts that have an empty cluster only."""
+    if not bool(empty.any()):
+        return centers
+    assigned = torch.gather(previous, 1, labels.unsqueeze(-1).expand(-1, -1, X.shape[-1]))
+    far = torch.sort(((X - assigned) ** 2).sum(-1), dim=1, descending=True, stable=True).indices  # (B, n)
+    centers = centers.clone()
+    for b in torch.nonzero(empty.any(dim=1)).flatten().tolist():
+        slots = torch.nonzero(empty[b]).flatten()
+        centers[b, slots] = X[b, far[b, : len(slots)]]
+    return centers
 
 
 def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -221,11 +251,13 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         init: ``"k-means++"`` (scikit-learn's greedy k-means++: ``2 + int(ln k)`` D^2 candidates per
             centre, the one that lowers the potential most kept), ``"d2"`` (plain D^2 sampling, the
             k-means++ of the paper's Fig. 4c), ``"random"`` (a uniform random k-subset of the
-            points) or an array (n_clusters, n_features) of initial centres in the user's space.
-            Seeding runs in the user's space (float64), so every model starts from the same centres.
+            points), an array (n_clusters, n_features) of initial centres in the user's space, or
+            a callable ``init(X, n_clusters, random_state)`` returning such an array (called once
+            per seeding, as ``KMeans``). Seeding runs in the user's space (float64), so every
+            model starts from the same centres.
         n_init: the number of seedings; the run with the lowest inertia is kept. All of them run
             through the model in one batched call. ``"auto"`` (default) as ``KMeans``: 1 for
-            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"``. With an
+            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"`` and a callable. With an
             array ``init`` only 1 is meaningful (another value warns and uses 1, as ``KMeans``).
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
         readout: for a trained model, how its clustering is read out: ``"means"`` (default; every
@@ -241,7 +273,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             :data:`SAMPLE_SIZE`; ``None``: all of them): a sample drawn from ``random_state``
             without replacement where n > m; the read-out, the polish and the labels are over all
             points. A sample whose attention cannot fit in the device's memory is refused.
-        frames: for a trained model, the number of frames it runs in (at least 1),
+        frames: for a trained model, the number of frames it runs in (1 to :data:`MAX_FRAMES`),
             every seeding in each: the data's own frame (:func:`kmtlib.frame.principal_frame`) and
             ``frames - 1`` fixed rotations of it, the same for every data set; the run of lowest
             inertia is kept. The layer is not equivariant to rotations, so the frame changes its
@@ -317,7 +349,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         n_clusters: int = 8,
         *,
         model: str | os.PathLike | KMeansTransformer = "learned",
-        init: str | np.ndarray = "k-means++",
+        init: str | np.ndarray | Callable[..., Any] = "k-means++",
         n_init: int | str = "auto",
         steps: int = 20,
         readout: str = "means",
@@ -353,14 +385,16 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         auto_polish = isinstance(self.polish, str) and self.polish == "auto"
         polish = None if auto_polish else _check_flag("polish", self.polish, "'auto', ")
         if isinstance(self.init, str) and self.init not in INITS:
-            raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
+            raise ValueError(
+                f"init must be one of {', '.join(map(repr, INITS))}, an array or a callable, got {self.init!r}"
+            )
         size = self.sample_size
         settings = FitSettings(
             n_clusters=n_clusters,
             n_init=self._resolved_n_init(),
             steps=_check_integer("steps", self.steps, 0),
             sample_size=None if size is None else _check_integer("sample_size", size, 1, "None or "),
-            frames=_check_integer("frames", self.frames, 1),
+            frames=_check_integer("frames", self.frames, 1, maximum=MAX_FRAMES),
             polish=polish,
             never_worse=_check_flag("never_worse", self.never_worse),
         )
@@ -368,12 +402,13 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         return settings
 
     def _resolved_n_init(self) -> int:
-        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"``, else 1); with an
-        array ``init`` 1 (another number warns, as ``KMeans``)."""
+        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"`` and a callable,
+        else 1); with an array ``init`` 1 (another number warns, as ``KMeans``)."""
+        given_array = not isinstance(self.init, str) and not callable(self.init)
         if isinstance(self.n_init, str) and self.n_init == "auto":
-            return 10 if isinstance(self.init, str) and self.init == "random" else 1
+            return 10 if callable(self.init) or (isinstance(self.init, str) and self.init == "random") else 1
         n_init = _check_integer("n_init", self.n_init, 1, "'auto' or ")
-        if not isinstance(self.init, str) and n_init != 1:
+        if given_array and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
                 f"instead of n_init={n_init}.",
@@ -445,9 +480,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
 
         # the initial centres (n_init, k, d), in the user's space (in the data's unit)
         random_state = check_random_state(self.random_state)
-        C0 = self._initial_centers(X64, settings.n_clusters, settings.n_init, random_state)
-        if not isinstance(self.init, str):
-            C0 = C0 / unit
+        C0 = self._initial_centers(X64, unit, settings.n_clusters, settings.n_init, random_state)
 
         # into the model's domain (a trained model: on a sample of the points, in each frame)
         points = X64[self._sample(n_samples, m, random_state)]
@@ -492,21 +525,42 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         return np.sort(random_state.choice(n_samples, m, replace=False))
 
     def _initial_centers(
-        self, X: np.ndarray, n_clusters: int, n_init: int, random_state: np.random.RandomState
+        self, X: np.ndarray, unit: float, n_clusters: int, n_init: int, random_state: np.random.RandomState
     ) -> np.ndarray:
-        """(n_init, k, d) initial centres in the user's space (float64)."""
+        """(n_init, k, d) initial centres (float64) for the data ``X`` in their ``unit``: a given
+        array or a callable's (``init(X_user, n_clusters, random_state)``, once per seeding, as
+        ``KMeans``) are in the user's space and divided by the unit."""
+        if callable(self.init):
+            X_user = X * unit  # (exact: the unit is a power of two)
+            return np.stack([self._given_centers(self.init(X_user, n_clusters, random_state), n_clusters, X.shape[1])
+                             for _ in range(n_init)]) / unit  # fmt: skip
         if not isinstance(self.init, str):
-            init = check_array(self.init, dtype=np.float64, input_name="init")
-            if init.shape != (n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init must have shape (n_clusters, n_features) = ({n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            return init[None]
+            return self._given_centers(self.init, n_clusters, X.shape[1])[None] / unit
         # one torch generator on the CPU seeded from the random state: the same centres on every device
         generator = torch.Generator().manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
         Xt = _task(X).expand(n_init, *X.shape)
         method, trials = _KMTLIB_INIT[self.init]
         return init_centers(Xt, n_clusters, method, generator, n_local_trials=trials).numpy()
+
+    def _given_centers(self, centers: Any, n_clusters: int, n_features: int) -> np.ndarray:
+        """An array ``init`` (or a callable's result) checked: (n_clusters, n_features), finite
+        numbers; every error names ``init``."""
+        source = "init" if not callable(self.init) else "the centres the init callable returned"
+        try:
+            ndim = np.ndim(centers)
+        except ValueError as error:  # (a ragged nesting of lists)
+            raise ValueError(f"{source} must be a 2-D array (n_clusters, n_features): {error}") from error
+        if ndim != 2:
+            raise ValueError(f"{source} must be a 2-D array (n_clusters, n_features), got {ndim}-D")
+        try:
+            array = check_array(centers, dtype=np.float64, input_name="init")
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source} must be an array of finite numbers: {error}") from error
+        if array.shape != (n_clusters, n_features):
+            raise ValueError(
+                f"{source} must have shape (n_clusters, n_features) = ({n_clusters}, {n_features}), got {array.shape}"
+            )
+        return array
 
     def _finish(
         self,

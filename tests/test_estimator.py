@@ -455,3 +455,75 @@ def test_from_model_only_where_the_layer_is_strictly_better():
     assert won.from_model_ and not won.tied_with_seeding_ and won.inertia_ < lloyd.inertia_ * (1 - 1e-6)
     theorem = TransformerKMeans(9, model="theorem", random_state=3).fit(_NINE)
     assert theorem.from_model_ and not theorem.tied_with_seeding_
+
+
+# ----------------------------------------------------------------------------- the last hostile cases
+def test_frames_above_the_limit_are_refused_before_any_run(monkeypatch):
+    """frames=10**9 is refused at once, naming the limit (no rotation is drawn)."""
+    monkeypatch.setattr(kmtlib.estimator, "frame_turns", lambda *a: pytest.fail("a frame was drawn"))
+    with pytest.raises(ValueError, match=f"frames must be at most {kmtlib.estimator.MAX_FRAMES}, got 1000000000"):
+        TransformerKMeans(4, frames=10**9).fit(X_SMALL)
+
+
+def test_callable_init_as_kmeans():
+    """A callable init is called as KMeans calls it, init(X, n_clusters, random_state), once per
+    seeding (n_init="auto": 10, as KMeans); its centres are the start (steps=0 returns them)."""
+    calls = []
+
+    def corners(X, n_clusters, random_state):
+        calls.append((X.shape, n_clusters, isinstance(random_state, np.random.RandomState)))
+        return X[random_state.choice(len(X), n_clusters, replace=False)]
+
+    est = TransformerKMeans(3, model="theorem", init=corners, steps=0, random_state=4).fit(X_SMALL * 3.0)
+    assert calls == [((40, 3), 3, True)] * 10
+    assert all((c == X_SMALL * 3.0).all(axis=1).any() for c in est.cluster_centers_)
+    calls.clear()
+    learned = TransformerKMeans(3, init=corners, n_init=2, random_state=4).fit(X_SMALL)
+    assert len(calls) == 2 and learned.cluster_centers_.shape == (3, 3)
+    with pytest.raises(ValueError, match=r"the centres the init callable returned must have shape .* got \(2, 3\)"):
+        TransformerKMeans(3, init=lambda X, k, rs: X[:2]).fit(X_SMALL)
+
+
+@pytest.mark.parametrize(
+    ("init", "message"),
+    [
+        (np.zeros((2, 3, 1)), r"init must be a 2-D array \(n_clusters, n_features\), got 3-D"),
+        (np.zeros(3), r"init must be a 2-D array"),
+        ([["a", "b", "c"], ["d", "e", "f"]], r"init must be an array of finite numbers"),
+        (np.array([[0.0, 1.0, np.nan], [1.0, 2.0, 3.0]]), r"init must be an array of finite numbers.*NaN"),
+        (5, r"init must be a 2-D array"),
+    ],
+)
+def test_every_init_error_names_init(init, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerKMeans(2, init=init).fit(X_SMALL)
+
+
+def test_numpy_booleans_are_accepted_where_python_booleans_are():
+    X, _ = make_blobs(200, centers=3, n_features=2, random_state=3)
+    for value in (True, False):
+        python = TransformerKMeans(3, polish=value, random_state=0).fit(X)
+        numpy = TransformerKMeans(3, polish=np.bool_(value), random_state=0).fit(X)
+        np.testing.assert_array_equal(python.cluster_centers_, numpy.cluster_centers_)
+        alone = TransformerKMeans(3, never_worse=np.bool_(value), random_state=0).fit(X)
+        np.testing.assert_array_equal(
+            alone.cluster_centers_, TransformerKMeans(3, never_worse=value, random_state=0).fit(X).cluster_centers_
+        )
+    with pytest.raises(ValueError, match="polish must be 'auto', True or False, got 1"):
+        TransformerKMeans(3, polish=1).fit(X)
+
+
+@pytest.mark.parametrize("never_worse", [True, False])
+def test_constant_and_duplicated_data_get_centres_on_their_points(never_worse):
+    """Every point at 7.25: every centre at 7.25, as KMeans'. Three points repeated, k = 5:
+    every centre on one of them (up to rounding), none in between."""
+    constant = np.full((50, 2), 7.25)
+    est = TransformerKMeans(4, random_state=0, never_worse=never_worse).fit(constant)
+    np.testing.assert_array_equal(est.cluster_centers_, np.full((4, 2), 7.25))
+    points = np.array([[0.0, 0.0], [1.0, 1.0], [3.0, 0.0]])
+    repeated = np.repeat(points, 20, axis=0)
+    for state in range(3):
+        est = TransformerKMeans(5, random_state=state, never_worse=never_worse).fit(repeated)
+        gaps = np.sqrt(((est.cluster_centers_[:, None] - points[None]) ** 2).sum(-1)).min(axis=1)
+        assert gaps.max() < 1e-12, est.cluster_centers_
+        assert est.inertia_ < 1e-20
