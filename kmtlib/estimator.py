@@ -74,8 +74,9 @@ over the points costs m^2 memory and time, so it runs on a random sample of m po
 layer was trained at n = 512) and its clustering is read out over all points."""
 
 MAX_FRAMES = 64
-"""The most frames a fit may run in (``frames``): each frame is a run of every seeding, so more
-cost as many runs for a choice among fixed rotations."""
+"""The most frames a fit may run in (``frames``), refused above before any run: each frame costs
+a run of every seeding, so a larger number buys a wider choice among fixed rotations at a cost
+that grows with it."""
 
 ATTENTION_BATCH_BYTES = 1 << 28
 """How much memory the m x m attention of the seedings that run together may take (256 MiB):
