@@ -32,7 +32,9 @@ FORMS: dict[str, dict[str, object]] = {
     "mean (w = 1/k)": {"embedding": "onehot", "cluster_broadcast": "mean", "loss_temperature_rule": "fixed"},
     "unit (w = 1/sqrt k)": {"embedding": "onehot", "cluster_broadcast": "unit", "loss_temperature_rule": "fixed"},
     "ones, loss temperature per k": {
-        "embedding": "onehot", "cluster_broadcast": "ones", "loss_temperature_rule": "log_k",
+        "embedding": "onehot",
+        "cluster_broadcast": "ones",
+        "loss_temperature_rule": "log_k",
     },
     "random codes (m = 32)": {"embedding": "codes", "code_width": 32},
 }
@@ -142,12 +144,15 @@ def fair_test(
     max_restarts: int = 32,
     batch: int = 32,
     ns_by_k: dict[int, int] | None = None,
+    from_kmeanspp: bool = True,
 ) -> FairTest:
     """Every method on the same tasks from the same initial centres, at every ``k`` (and every ``n``
     of ``ns``, default 512; or the ``n`` that ``ns_by_k`` gives each k).
 
     Methods: each model (named ``layer 1``, ``layer 2``, ... in the order given) and ``Lloyd`` from a
-    random k-subset ``C0`` of the points; ``k-means++ then Lloyd`` from k-means++ seeds; ``best of R
+    random k-subset ``C0`` of the points; ``k-means++ then Lloyd`` from k-means++ seeds, and each
+    model from the same seeds for the same steps (``k-means++ then layer 1``, ...; with
+    ``from_kmeanspp``); ``best of R
     Lloyd`` (R random k-subsets, ``C0`` the first, the lowest final objective per task), with R the
     number of Lloyd runs that cost as much time as one run of the first model (measured here on these
     tasks, capped at ``max_restarts``). Empty clusters: Lloyd re-seeds them at a random data
@@ -178,6 +183,8 @@ def fair_test(
         lloyd_seconds = time.perf_counter() - t1
         finals["k-means++ then Lloyd"] = kmtlib.lloyd(X, Cpp, steps, empty="random",
                                                       generator=generator_for(k, n, 3)).final_centers  # fmt: skip
+        for i, model in enumerate(models if from_kmeanspp else []):  # from the same k-means++ centres
+            finals[f"{SEEDED_LAYER}{i + 1}"] = _batched(model, X, Cpp, steps, batch)
         R = restarts[k] = _restarts_matched(layer_seconds, lloyd_seconds, max_restarts)
         best_C, best_obj = finals["Lloyd"], kmtlib.kmeans_objective(X, finals["Lloyd"])
         g_restart = generator_for(k, n, 4)
@@ -264,6 +271,9 @@ class Verdict:
     large_ks: tuple[int, ...]
     below_kmeanspp_large: tuple[int, ...]
     scaled_below_lloyd: tuple[int, ...] | None = None
+    seeded_below_lloyd: tuple[int, ...] | None = None
+    """The k where the layers started from the k-means++ seeds end below Lloyd from the same seeds
+    after as many steps (None: the test did not run them)."""
 
     def sentences(self) -> list[str]:
         """The verdict in words, every number and every k from the fields above."""
@@ -282,9 +292,16 @@ class Verdict:
         else:
             out.append("A layer ends below Lloyd on at least half of the tasks at every k tested.")
         if self.large_ks:
-            out.append(f"Above k = 16 the layers' mean is below k-means++ then Lloyd at "
-                       f"{len(self.below_kmeanspp_large)} of {len(self.large_ks)} values of k"
-                       + (f" (k = {_ks_text(self.below_kmeanspp_large)})." if self.below_kmeanspp_large else "."))
+            out.append(
+                f"Above k = 16 the layers' mean is below k-means++ then Lloyd at "
+                f"{len(self.below_kmeanspp_large)} of {len(self.large_ks)} values of k"
+                + (f" (k = {_ks_text(self.below_kmeanspp_large)})." if self.below_kmeanspp_large else ".")
+            )
+        if self.seeded_below_lloyd is not None:
+            not_below = [k for k in self.ks if k not in self.seeded_below_lloyd]
+            out.append(f"From the same k-means++ centres and the same number of steps, the layers' mean log objective "
+                       f"is below Lloyd's at {len(self.seeded_below_lloyd)} of {n} values of k"
+                       + (f" (not at k = {_ks_text(not_below)})." if not_below else " (all of them)."))  # fmt: skip
         if self.scaled_below_lloyd is not None:
             out.append(f"With n growing with k, the layers' mean is below Lloyd's at {len(self.scaled_below_lloyd)} "
                        f"of {n} values of k.")  # fmt: skip
@@ -301,8 +318,11 @@ class Verdict:
             "k_large_tested": len(self.large_ks),
             "k_large_below_kmeanspp": len(self.below_kmeanspp_large),
             "win_rate": [float(self.win_rate[k]) for k in self.ks],
-        }
+        } | ({} if self.seeded_below_lloyd is None else {"k_seeded_layer_below_lloyd": len(self.seeded_below_lloyd)})
 
+
+SEEDED_LAYER = "k-means++ then layer "
+"""The prefix of the layers' names in :func:`fair_test` when they start from the k-means++ seeds."""
 
 BASELINES = ("k-means++ then Lloyd", "best of R Lloyd")
 """The stronger baselines the verdict names, as :func:`fair_test` names them."""
@@ -316,6 +336,7 @@ def verdict(test: FairTest, scaled: FairTest | None = None, large_above: int = 1
     layers = layer_mean(test).groupby(level="k").first()
     ks = tuple(int(k) for k in means.index)
     layer_names = [c for c in means.columns if c.startswith("layer ")]
+    seeded_names = [c for c in means.columns if c.startswith(SEEDED_LAYER)]
     rates = pd.concat([test.against(name).groupby(level="k").first().win_rate for name in layer_names], axis=1)
     win_rate = {int(k): float(v) for k, v in rates.mean(axis=1).items()}
     large = tuple(k for k in ks if k > large_above)
@@ -332,6 +353,11 @@ def verdict(test: FairTest, scaled: FairTest | None = None, large_above: int = 1
         large_ks=large,
         below_kmeanspp_large=tuple(k for k in large if layers[k] < means.loc[k, "k-means++ then Lloyd"]),
         scaled_below_lloyd=scaled_below,
+        seeded_below_lloyd=tuple(
+            k for k in ks if means.loc[k, seeded_names].mean() < means.loc[k, "k-means++ then Lloyd"]
+        )
+        if seeded_names
+        else None,
     )
 
 
@@ -347,9 +373,11 @@ def renumbering_sentence(as_trained: float, renumbered: float, symmetrised: floa
         return first + f"; averaged over all numberings they stay below it too ({symmetrised:.2f})."
     if not keeps:
         return first + f"; averaged over all numberings they end at {symmetrised:.2f}."
-    return first + (": the lead does not rest on one numbering, but on the part of the weights that treats the "
-                    f"clusters unequally, since averaging over all numberings, which removes that part, takes them "
-                    f"to {symmetrised:.2f}.")
+    return first + (
+        ": the lead does not rest on one numbering, but on the part of the weights that treats the "
+        f"clusters unequally, since averaging over all numberings, which removes that part, takes them "
+        f"to {symmetrised:.2f}."
+    )
 
 
 def training_range_note(k_min: int, k_max: int, held_out: Sequence[int]) -> str:

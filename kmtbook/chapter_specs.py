@@ -172,6 +172,7 @@ SPECS: dict[str, ChapterSpec] = {
                 "large_n": size(int, quick=800, book=2000, paper=5000, minimum=10),
                 "large_starts": size(int, quick=1, book=3, paper=100, minimum=1),
                 "cost_tasks": size(int, quick=8, book=64, paper=320, minimum=1),
+                "compute_states": size(int, quick=2, book=5, paper=10, minimum=1),
             },
         ),
     )

@@ -32,7 +32,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.estimator import labels_inertia, means_readout, never_worse, polish
+from kmtlib.estimator import labels_inertia, lloyd_to_fixed_point, means_readout, model_or_seeding
 
 from .chapter import find_repo_root
 
@@ -143,8 +143,8 @@ def compare_on(
     ``"<name without its parenthesis>, layer read-out"`` (the same run's centres as the layer leaves
     them: ``readout="layer"``, ``polish=False``) and ``"<short name>, no polish"`` (read out as
     means, :func:`kmtlib.estimator.means_readout`, and never worse than the start,
-    :func:`kmtlib.estimator.never_worse`); its own row is the read-out polished
-    (:func:`kmtlib.estimator.polish`) or the start polished, whichever is lower, all computed here
+    :func:`kmtlib.estimator.model_or_seeding`); its own row is the read-out polished
+    (:func:`kmtlib.estimator.lloyd_to_fixed_point`) or the start polished, whichever is lower, all computed here
     from the one run as the estimator does.
     ``"KMeans"`` is scikit-learn's Lloyd (``algorithm="lloyd"``, ``tol=0``, up to 300
     iterations: to a fixed point). Every method of a start gets the same initial centres; the
@@ -173,9 +173,10 @@ def compare_on(
                     short = method.split(" (")[0]
                     rows.append(row(f"{short}, layer read-out", seeding, start, own, reference, seconds))
                     read = means_readout(data.X, own)[None]
-                    centers = never_worse(data.X, c0[None], read)[0][0]
+                    centers = model_or_seeding(data.X, c0[None], read)[0][0]
                     rows.append(row(f"{short}, no polish", seeding, start, centers, reference, seconds))
-                    centers = never_worse(data.X, polish(data.X, c0[None]), polish(data.X, read))[0][0]
+                    seeding_lloyd = lloyd_to_fixed_point(data.X, c0[None])
+                    centers = model_or_seeding(data.X, seeding_lloyd, lloyd_to_fixed_point(data.X, read))[0][0]
                 else:
                     est = TransformerKMeans(data.k, model=model, init=c0, steps=steps).fit(data.X)
                     seconds, centers = time.perf_counter() - t, est.cluster_centers_

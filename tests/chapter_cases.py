@@ -382,6 +382,9 @@ def check_12(m: Metrics) -> None:
     assert m["k_wins_under_half"] == (", ".join(under_half) or "none")
     assert all(r >= 1 for r in m["restarts"])
     assert len(m["polished_layer_minus_lloyd"]) == len(m["scaled_layer_minus_lloyd"]) == len(m["ks"])
+    # from the same k-means++ centres: the k counted below Lloyd are those where the layers' mean is lower
+    seeded = m["seeded_layer_minus_kmeanspp"]
+    assert len(seeded) == len(m["ks"]) and m["k_seeded_layer_below_lloyd"] == sum(v < 0 for v in seeded)
 
 
 def check_13(m: Metrics) -> None:
@@ -413,6 +416,12 @@ def check_13(m: Metrics) -> None:
     assert m["defaults_sets_within"] == sum(v <= 1.05 for v in ratios)
     assert m["defaults_goal_met"] == (m["defaults_gmean_ratio"] <= 1 and m["defaults_worst_ratio"] <= 1.05)
     assert m["defaults_time_ratio"] > 0 and m["defaults_theorem_time_ratio"] > 0
+    # at equal compute: ratios of inertias, and the layer arm's starts counted within the starts run
+    for key in ("equal_compute_gmean_ratio", "n_init2_gmean_ratio", "two_seedings_gmean_ratio",
+                "layer_arm_gmean_ratio"):  # fmt: skip
+        assert math.isfinite(m[key]) and m[key] > 0, key
+    assert 0 <= m["layer_arm_better_starts"] + m["layer_arm_worse_starts"] <= m["arm_starts"]
+    assert m["arm_starts"] >= 1 and 1 <= m["time_matched_n_init_min"] <= m["time_matched_n_init_max"]
     # the frame: a rotation of the data and the start changes the inertia by rounding only (the chapter's claim)
     assert 0 <= m["frame_change_default"] < 1e-9 and 0 <= m["frame_change_unpolished"] < 1e-9
     assert len(m["growth_n"]) == len(m["growth_learned_seconds"]) == len(m["growth_kmeans_seconds"]) >= 1

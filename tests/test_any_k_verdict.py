@@ -20,8 +20,12 @@ def _test(results: dict[int, dict[str, list[float]]], n: int = 512) -> FairTest:
 
 RESULTS = {
     # k = 4: the layer is better on average, but wins one task of four against Lloyd.
-    4: {"layer 1": [1.0, 5.1, 5.1, 5.1], "Lloyd": [5.0, 5.0, 5.0, 5.0],
-        "k-means++ then Lloyd": [4.0] * 4, "best of R Lloyd": [4.5] * 4},
+    4: {
+        "layer 1": [1.0, 5.1, 5.1, 5.1],
+        "Lloyd": [5.0, 5.0, 5.0, 5.0],
+        "k-means++ then Lloyd": [4.0] * 4,
+        "best of R Lloyd": [4.5] * 4,
+    },
     # k = 8: the layer wins every task and beats both baselines.
     8: {"layer 1": [3.0] * 4, "Lloyd": [5.0] * 4, "k-means++ then Lloyd": [4.0] * 4, "best of R Lloyd": [4.5] * 4},
     # k = 32: the layer loses to Lloyd.
@@ -64,3 +68,18 @@ def test_renumbering_sentence_says_what_the_numbers_show():
     assert "does not rest on one numbering" in kept and "7.30" in kept
     assert "lose their lead" in renumbering_sentence(4.96, 5.3, 7.3, 5.25)
     assert "stay below it too" in renumbering_sentence(4.96, 5.0, 5.1, 5.25)
+
+
+def test_verdict_compares_the_layers_and_lloyd_from_the_same_kmeanspp_centres():
+    """The layers from the k-means++ seeds against Lloyd from them: their mean (over the layers)
+    below Lloyd's at k = 8 only; absent from the test, the verdict says nothing about it."""
+    seeded = {4: [4.5, 3.7], 8: [3.0, 3.0], 32: [4.0, 4.0]}  # per k: layer 1, layer 2 (Lloyd from them: 4.0)
+    results = {k: dict(m, **{f"k-means++ then layer {i + 1}": [v] * 4 for i, v in enumerate(seeded[k])},
+                       **{"layer 2": m["layer 1"]}) for k, m in RESULTS.items()}  # fmt: skip
+    v = verdict(_test(results))
+    assert v.seeded_below_lloyd == (8,)  # k = 4: mean 4.1; k = 32: 4.0, not below
+    assert v.metrics()["k_seeded_layer_below_lloyd"] == 1
+    assert "From the same k-means++ centres and the same number of steps, the layers' mean log objective is below " \
+           "Lloyd's at 1 of 3 values of k (not at k = 4, 32)." in " ".join(v.sentences())  # fmt: skip
+    without = verdict(_test(RESULTS))
+    assert without.seeded_below_lloyd is None and "k_seeded_layer_below_lloyd" not in without.metrics()

@@ -21,9 +21,10 @@ from sklearn.metrics import euclidean_distances
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
+import kmtlib.estimator.frame
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
-from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, means_readout, pretrained_model
+from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, lloyd_to_fixed_point, means_readout, pretrained_model
 
 
 # ----------------------------------------------------------------------------- sklearn's own checks
@@ -236,8 +237,14 @@ def test_model_of_one_fixed_k(tmp_path):
     path = fixed.save(tmp_path / "k4.pt")
     with pytest.raises(ValueError, match="supports k=4 clusters only"):
         TransformerKMeans(3, model=path).fit(X_SMALL)
-    # the right k runs (any d: a trained model gets the map into its domain)
-    assert TransformerKMeans(4, model=str(path), random_state=0).fit(X_SMALL).cluster_centers_.shape == (4, 3)
+    # the right k runs (any d: a trained model gets the map into its domain), and it is the file's
+    # model that runs: its own centres (no read-out, polish or seeding kept) are the given model's
+    alone = dict(readout="layer", polish=False, never_worse=False, random_state=0)
+    from_file = TransformerKMeans(4, model=str(path), **alone).fit(X_SMALL)
+    np.testing.assert_array_equal(
+        from_file.cluster_centers_, TransformerKMeans(4, model=fixed, **alone).fit(X_SMALL).cluster_centers_
+    )
+    assert not np.allclose(from_file.cluster_centers_, TransformerKMeans(4, **alone).fit(X_SMALL).cluster_centers_)
 
 
 def test_fixed_weight_model_of_another_d():
@@ -394,3 +401,130 @@ def test_learned_model_warns_beyond_its_trained_k():
         warnings.simplefilter("error")
         TransformerKMeans(40, model="theorem", steps=1, random_state=0).fit(X)
         TransformerKMeans(32, steps=1, random_state=0).fit(X)
+
+
+# ----------------------------------------------------------------------------- the layer's candidate and the seeding's
+_NINE = make_blobs(400, centers=9, n_features=3, cluster_std=1.5, random_state=4)[0]
+
+
+def _layer_candidate(X: np.ndarray, k: int, random_state: int, steps: int = 20) -> np.ndarray:
+    """The learned default's candidate computed from the public pieces: the seeding (the theorem
+    model at 0 steps draws the same), the data in their power-of-two unit mapped into the layer's
+    domain, ``steps`` steps of the shipped layer (padding kept at 0), the map back, the read-out
+    and Lloyd to a fixed point."""
+    seeding = TransformerKMeans(k, model="theorem", steps=0, random_state=random_state).fit(X).cluster_centers_
+    unit = kmtlib.estimator.frame.data_unit(X)
+    Xu, Cu = X / unit, seeding / unit
+    dm = DomainMap.fit(Xu, 32)
+    model = pretrained_model()
+    dtype = next(model.parameters()).dtype
+    Z = torch.tensor(dm.to_model(Xu), dtype=dtype)[None]
+    C = torch.tensor(dm.to_model(Cu), dtype=dtype)[None]
+    with torch.inference_mode():
+        for _ in range(steps):
+            C = model.step(Z, C)
+            C[..., dm.reduced :] = 0
+    layer = dm.to_user(C[0].double().numpy())
+    return lloyd_to_fixed_point(Xu, means_readout(Xu, layer)[None])[0] * unit
+
+
+def test_never_worse_false_returns_the_layers_candidate():
+    """random_state=1: the layer's candidate is worse than Lloyd from its seeding; the default
+    keeps the seeding's, never_worse=False the layer's, equal to the one computed here."""
+    alone = TransformerKMeans(9, random_state=1, never_worse=False).fit(_NINE)
+    np.testing.assert_allclose(alone.cluster_centers_, _layer_candidate(_NINE, 9, 1), rtol=1e-9, atol=1e-9)
+    default = TransformerKMeans(9, random_state=1).fit(_NINE)
+    assert alone.inertia_ > default.inertia_ * 1.01
+    assert not default.from_model_ and not default.tied_with_seeding_
+    seeding_lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=1).fit(_NINE)
+    np.testing.assert_allclose(default.inertia_, seeding_lloyd.inertia_, rtol=1e-12)
+    with pytest.raises(ValueError, match="never_worse must be True or False"):
+        TransformerKMeans(9, never_worse="yes").fit(_NINE)
+
+
+def test_from_model_only_where_the_layer_is_strictly_better():
+    """random_state=3: the layer's candidate and Lloyd from the seeding end at one fixed point (a
+    tie: from_model_ False); random_state=0: the layer's is strictly better (True)."""
+    tie = TransformerKMeans(9, random_state=3).fit(_NINE)
+    seeding_lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=3).fit(_NINE)
+    np.testing.assert_allclose(tie.inertia_, seeding_lloyd.inertia_, rtol=1e-12)
+    alone = TransformerKMeans(9, random_state=3, never_worse=False).fit(_NINE)
+    np.testing.assert_allclose(tie.inertia_, alone.inertia_, rtol=1e-12)
+    assert tie.tied_with_seeding_ and not tie.from_model_
+    won = TransformerKMeans(9, random_state=0).fit(_NINE)
+    lloyd = TransformerKMeans(9, model="theorem", steps=300, random_state=0).fit(_NINE)
+    assert won.from_model_ and not won.tied_with_seeding_ and won.inertia_ < lloyd.inertia_ * (1 - 1e-6)
+    theorem = TransformerKMeans(9, model="theorem", random_state=3).fit(_NINE)
+    assert theorem.from_model_ and not theorem.tied_with_seeding_
+
+
+# ----------------------------------------------------------------------------- the last hostile cases
+def test_frames_above_the_limit_are_refused_before_any_run(monkeypatch):
+    """frames=10**9 is refused at once, naming the limit (no rotation is drawn)."""
+    monkeypatch.setattr(kmtlib.estimator, "frame_turns", lambda *a: pytest.fail("a frame was drawn"))
+    with pytest.raises(ValueError, match=f"frames must be at most {kmtlib.estimator.MAX_FRAMES}, got 1000000000"):
+        TransformerKMeans(4, frames=10**9).fit(X_SMALL)
+
+
+def test_callable_init_as_kmeans():
+    """A callable init is called as KMeans calls it, init(X, n_clusters, random_state), once per
+    seeding (n_init="auto": 10, as KMeans); its centres are the start (steps=0 returns them)."""
+    calls = []
+
+    def corners(X, n_clusters, random_state):
+        calls.append((X.shape, n_clusters, isinstance(random_state, np.random.RandomState)))
+        return X[random_state.choice(len(X), n_clusters, replace=False)]
+
+    est = TransformerKMeans(3, model="theorem", init=corners, steps=0, random_state=4).fit(X_SMALL * 3.0)
+    assert calls == [((40, 3), 3, True)] * 10
+    assert all((c == X_SMALL * 3.0).all(axis=1).any() for c in est.cluster_centers_)
+    calls.clear()
+    learned = TransformerKMeans(3, init=corners, n_init=2, random_state=4).fit(X_SMALL)
+    assert len(calls) == 2 and learned.cluster_centers_.shape == (3, 3)
+    with pytest.raises(ValueError, match=r"the centres the init callable returned must have shape .* got \(2, 3\)"):
+        TransformerKMeans(3, init=lambda X, k, rs: X[:2]).fit(X_SMALL)
+
+
+@pytest.mark.parametrize(
+    ("init", "message"),
+    [
+        (np.zeros((2, 3, 1)), r"init must be a 2-D array \(n_clusters, n_features\), got 3-D"),
+        (np.zeros(3), r"init must be a 2-D array"),
+        ([["a", "b", "c"], ["d", "e", "f"]], r"init must be an array of finite numbers"),
+        (np.array([[0.0, 1.0, np.nan], [1.0, 2.0, 3.0]]), r"init must be an array of finite numbers.*NaN"),
+        (5, r"init must be a 2-D array"),
+    ],
+)
+def test_every_init_error_names_init(init, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerKMeans(2, init=init).fit(X_SMALL)
+
+
+def test_numpy_booleans_are_accepted_where_python_booleans_are():
+    X, _ = make_blobs(200, centers=3, n_features=2, random_state=3)
+    for value in (True, False):
+        python = TransformerKMeans(3, polish=value, random_state=0).fit(X)
+        numpy = TransformerKMeans(3, polish=np.bool_(value), random_state=0).fit(X)
+        np.testing.assert_array_equal(python.cluster_centers_, numpy.cluster_centers_)
+        alone = TransformerKMeans(3, never_worse=np.bool_(value), random_state=0).fit(X)
+        np.testing.assert_array_equal(
+            alone.cluster_centers_, TransformerKMeans(3, never_worse=value, random_state=0).fit(X).cluster_centers_
+        )
+    with pytest.raises(ValueError, match="polish must be 'auto', True or False, got 1"):
+        TransformerKMeans(3, polish=1).fit(X)
+
+
+@pytest.mark.parametrize("never_worse", [True, False])
+def test_constant_and_duplicated_data_get_centres_on_their_points(never_worse):
+    """Every point at 7.25: every centre at 7.25, as KMeans'. Three points repeated, k = 5:
+    every centre on one of them (up to rounding), none in between."""
+    constant = np.full((50, 2), 7.25)
+    est = TransformerKMeans(4, random_state=0, never_worse=never_worse).fit(constant)
+    np.testing.assert_array_equal(est.cluster_centers_, np.full((4, 2), 7.25))
+    points = np.array([[0.0, 0.0], [1.0, 1.0], [3.0, 0.0]])
+    repeated = np.repeat(points, 20, axis=0)
+    for state in range(3):
+        est = TransformerKMeans(5, random_state=state, never_worse=never_worse).fit(repeated)
+        gaps = np.sqrt(((est.cluster_centers_[:, None] - points[None]) ** 2).sum(-1)).min(axis=1)
+        assert gaps.max() < 1e-12, est.cluster_centers_
+        assert est.inertia_ < 1e-20

@@ -26,8 +26,9 @@ import functools
 import numbers
 import os
 import warnings
+from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -61,11 +62,6 @@ _KMTLIB_INIT: dict[str, tuple[str, int | None]] = {"k-means++": ("kmeans++", Non
                                                    "random": ("random", 1)}  # fmt: skip
 """Each name's :func:`kmtlib.init_centers` method and ``n_local_trials`` (None: greedy)."""
 
-POLISHES: tuple[object, ...] = ("auto", True, False)
-"""``polish``: Lloyd to a fixed point after the model (True), not (False), or for a trained model
-only ("auto", the default: a fixed-weight model is Theorem 2.1's Lloyd and stays ``KMeans`` of
-``max_iter=steps``)."""
-
 POLISH_MAX_ITER = 300
 """The most Lloyd steps of the polish (``KMeans``' default ``max_iter``)."""
 
@@ -76,6 +72,11 @@ SAMPLE_SIZE = 1024
 """The number of points a trained model runs on by default (``sample_size``): its self-attention
 over the points costs m^2 memory and time, so it runs on a random sample of m points (the shipped
 layer was trained at n = 512) and its clustering is read out over all points."""
+
+MAX_FRAMES = 64
+"""The most frames a fit may run in (``frames``), refused above before any run: each frame costs
+a run of every seeding, so a larger number buys a wider choice among fixed rotations at a cost
+that grows with it."""
 
 ATTENTION_BATCH_BYTES = 1 << 28
 """How much memory the m x m attention of the seedings that run together may take (256 MiB):
@@ -114,11 +115,49 @@ def _task(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, dtype=torch.float64).unsqueeze(0)
 
 
-def _check_integer(name: str, value: object, minimum: int, alternatives: str = "") -> int:
-    """``value`` as an int, or a ValueError naming the parameter (bools and floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+def _check_integer(name: str, value: object, minimum: int, alternatives: str = "", maximum: int | None = None) -> int:
+    """``value`` as an int (numpy integers too), or a ValueError naming the parameter (bools and
+    floats refused); ``alternatives`` names what else the parameter accepts."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be {alternatives}an integer >= {minimum}, got {value!r}")
+    if maximum is not None and int(value) > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value!r}")
     return int(value)
+
+
+def _check_flag(name: str, value: object, alternatives: str = "") -> bool:
+    """``value`` as a bool (numpy booleans too), or a ValueError naming the parameter."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be {alternatives}True or False, got {value!r}")
+    return bool(value)
+
+
+class FitSettings(NamedTuple):
+    """The parameters of a fit, checked (:meth:`TransformerKMeans._check_params`)."""
+
+    n_clusters: int
+    n_init: int
+    """``n_init`` resolved (``"auto"`` as ``KMeans``; 1 with an array ``init``)."""
+    steps: int
+    sample_size: int | None
+    frames: int
+    polish: bool | None
+    """``polish`` (None: ``"auto"``, on for a trained model only)."""
+    never_worse: bool
+
+
+def _sample_size(n_samples: int, size: int | None, itemsize: int, device: torch.device) -> int:
+    """The number m of points a trained model runs on (``sample_size``, None: all; at most n),
+    checked against the device's memory: a sample whose attention cannot fit is refused."""
+    m = n_samples if size is None else min(size, n_samples)
+    need, total = attention_bytes(m, itemsize), device_memory(device)
+    if need > total:
+        raise ValueError(
+            f"a trained model on {m} points needs about {need / 2**30:.1f} GiB for its attention over the "
+            f"points (2 m^2 x {itemsize} bytes), more than the {total / 2**30:.1f} GiB of {device}; "
+            f"set sample_size to at most {int(np.sqrt(total / (2 * itemsize)))} (default {SAMPLE_SIZE})"
+        )
+    return m
 
 
 def labels_inertia(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, float]:
@@ -136,21 +175,44 @@ def means_readout(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return lloyd_step(_task(X), _task(centers), empty="keep")[0][0].numpy()
 
 
-def polish(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
+def lloyd_to_fixed_point(X: np.ndarray, centers: np.ndarray, max_iter: int = POLISH_MAX_ITER) -> np.ndarray:
     """Lloyd's algorithm in float64 from centres (B, k, d) on the points X (n, d), all B starts at
     once, until no label changes (a fixed point: every centre the mean of the points nearest to it)
-    or ``max_iter`` steps; a centre nearest to no point stays (``empty="keep"``). The distances are
-    taken about the data's mean (nothing else changes), so data far from the origin lose no digits."""
+    or ``max_iter`` steps. The centre of a cluster that receives no point moves onto the point
+    farthest from its own centre, as ``KMeans`` relocates an empty cluster
+    (:func:`onto_farthest_points`), so on data with fewer distinct points than k (constant or
+    duplicated data) every centre lies on a data point. The distances are taken about the data's
+    mean (nothing else changes), so data far from the origin lose no digits."""
     mean = X.mean(axis=0)
     Xt = _task(X - mean).expand(centers.shape[0], *X.shape)
     C = torch.as_tensor(centers - mean, dtype=torch.float64)
     labels = None
     for _ in range(max_iter):
-        C, new, _counts = lloyd_step(Xt, C, empty="keep")
+        previous = C
+        C, new, counts = lloyd_step(Xt, C, empty="keep")
+        C = onto_farthest_points(Xt, previous, new, counts == 0, C)
         if labels is not None and torch.equal(new, labels):
             break
         labels = new
     return C.numpy() + mean
+
+
+def onto_farthest_points(
+    X: torch.Tensor, previous: torch.Tensor, labels: torch.Tensor, empty: torch.Tensor, centers: torch.Tensor
+) -> torch.Tensor:
+    """``centers`` (B, k, d) with every empty cluster's (``empty`` (B, k)) moved onto a point of X
+    (B, n, d): the points farthest from the ``previous`` centre they were assigned to (``labels``
+    (B, n)), farthest first (ties: the first in row order), one per empty cluster, as ``KMeans``
+    relocates empty clusters. A loop over the starts that have an empty cluster only."""
+    if not bool(empty.any()):
+        return centers
+    assigned = torch.gather(previous, 1, labels.unsqueeze(-1).expand(-1, -1, X.shape[-1]))
+    far = torch.sort(((X - assigned) ** 2).sum(-1), dim=1, descending=True, stable=True).indices  # (B, n)
+    centers = centers.clone()
+    for b in torch.nonzero(empty.any(dim=1)).flatten().tolist():
+        slots = torch.nonzero(empty[b]).flatten()
+        centers[b, slots] = X[b, far[b, : len(slots)]]
+    return centers
 
 
 def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -158,11 +220,21 @@ def inertias(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return np.array([labels_inertia(X, c)[1] for c in centers])
 
 
-def never_worse(X: np.ndarray, seeds: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per start, the model's centres, or its seeding's where these have the lower inertia on X;
-    and (B,) whether the model's were kept (ties: the model's)."""
-    worse = inertias(X, runs) > inertias(X, seeds)
-    return np.where(worse[:, None, None], seeds, runs), ~worse
+TIE_TOLERANCE = 1e-12
+"""Two candidates whose inertias differ by at most this fraction tie (rounding, not clustering:
+from one partition of the points, Lloyd's means differ by rounding alone)."""
+
+
+def model_or_seeding(
+    X: np.ndarray, seeding_centers: np.ndarray, model_centers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per start, the model's centres where they have a strictly lower inertia on X than its
+    seeding's, else the seeding's (B, k, d); (B,) whether the model's were strictly better; (B,)
+    whether the two tie (inertias within :data:`TIE_TOLERANCE`: the seeding's are kept)."""
+    model, seeding = inertias(X, model_centers), inertias(X, seeding_centers)
+    tied = np.abs(model - seeding) <= TIE_TOLERANCE * np.maximum(model, seeding)
+    better = (model < seeding) & ~tied
+    return np.where(better[:, None, None], model_centers, seeding_centers), better, tied
 
 
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -180,37 +252,38 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         init: ``"k-means++"`` (scikit-learn's greedy k-means++: ``2 + int(ln k)`` D^2 candidates per
             centre, the one that lowers the potential most kept), ``"d2"`` (plain D^2 sampling, the
             k-means++ of the paper's Fig. 4c), ``"random"`` (a uniform random k-subset of the
-            points) or an array (n_clusters, n_features) of initial centres in the user's space.
-            Seeding runs in the user's space (float64), so every model starts from the same centres.
+            points), an array (n_clusters, n_features) of initial centres in the user's space, or
+            a callable ``init(X, n_clusters, random_state)`` returning such an array (called once
+            per seeding, as ``KMeans``). Seeding runs in the user's space (float64), so every
+            model starts from the same centres.
         n_init: the number of seedings; the run with the lowest inertia is kept. All of them run
             through the model in one batched call. ``"auto"`` (default) as ``KMeans``: 1 for
-            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"``. With an array ``init``,
-            only 1 is meaningful (another value warns and uses 1, as ``KMeans``).
+            ``"k-means++"``, ``"d2"`` and an array, 10 for ``"random"`` and a callable. With an
+            array ``init`` only 1 is meaningful (another value warns and uses 1, as ``KMeans``).
         steps: the number of steps T of the model (layers applied); ``n_iter_`` is T.
-        sample_size: for a trained model, the number m of points it runs on (default
-            :data:`SAMPLE_SIZE` = 1024; ``None``: all of them): a sample drawn from ``random_state``
-            without replacement where n > m; the read-out and the labels are over all points.
-        frames: for a trained model, the number of frames it runs in, every seeding in each: the
-            data's own frame and ``frames - 1`` fixed rotations of it (the same for every data
-            set, so the result still does not depend on the user's axes); the run of lowest
-            inertia is kept. The layer is not equivariant to rotations, and its inertia from one
-            start can differ by up to 1.8x between frames; more frames cost as many runs.
-        readout: for a trained model, how its clustering is read out: ``"means"`` (default): after
-            the T trained steps every centre moves to the mean of the training points nearest to it
-            (one hard k-means step in float64, the step of Theorem 2.1's layer, so that every centre
-            is the mean of a cluster as in ``KMeans``'s result; a centre nearest to no point stays); ``"layer"``:
-            the centres as the trained steps leave them (soft attention puts them between their
-            points and the others'). A fixed-weight model's centres are already means: it ignores this.
-            For a trained model, each start's result (after the read-out and the polish) is then
-            compared with its own seeding (with ``polish``: the seeding polished, that is Lloyd's
-            algorithm from it), and the seeding's are kept where they have the lower inertia: the
-            result is never worse than the seeding it started from, nor, polished, than Lloyd from
-            that seeding. ``from_model_`` says which one the kept start's centres came from.
-        polish: ``True``: after the model (and read-out), Lloyd's algorithm in float64 from its
-            centres until no label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`polish`),
+        readout: for a trained model, how its clustering is read out: ``"means"`` (default; every
+            centre moved to the mean of the points nearest to it, one hard k-means step, the step
+            of Theorem 2.1's layer; a centre nearest to no point stays) or ``"layer"`` (the centres
+            as the trained steps leave them). A fixed-weight model's centres are already means.
+        polish: ``True``: after the model and its read-out, Lloyd's algorithm in float64 until no
+            label changes (at most :data:`POLISH_MAX_ITER` steps; :func:`lloyd_to_fixed_point`),
             so the result is a k-means fixed point as ``KMeans``' is; ``False``: none; ``"auto"``
             (default): for a trained model only (a fixed-weight model is Theorem 2.1's Lloyd, left
             equal to ``KMeans(max_iter=steps)``). ``n_iter_`` counts the model's steps only.
+        sample_size: for a trained model, the number m of points it runs on (default
+            :data:`SAMPLE_SIZE`; ``None``: all of them): a sample drawn from ``random_state``
+            without replacement where n > m; the read-out, the polish and the labels are over all
+            points. A sample whose attention cannot fit in the device's memory is refused.
+        frames: for a trained model, the number of frames it runs in (1 to :data:`MAX_FRAMES`),
+            every seeding in each: the data's own frame (:func:`kmtlib.estimator.frame.principal_frame`) and
+            ``frames - 1`` fixed rotations of it, the same for every data set; the run of lowest
+            inertia is kept. The layer is not equivariant to rotations, so the frame changes its
+            result; each frame costs a run.
+        never_worse: for a trained model: ``True`` (default): per start, the seeding's candidate
+            is kept unless the model's is strictly better (so the result is never worse than
+            Lloyd from the same seeding, where ``polish`` is on); ``False``: the model's candidate
+            alone, whatever its inertia, to see what the layer does by itself. A fixed-weight
+            model ignores it.
         random_state: seed, ``numpy.random.RandomState`` or None (scikit-learn's convention); the
             torch generator of the seeding is seeded from it, so the same state gives the same result.
         device: ``"cpu"`` or ``"cuda"`` (``"auto"`` and ``"cuda:N"`` as :func:`kmtlib.resolve_device`).
@@ -218,90 +291,58 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
     Attributes:
         cluster_centers_: (n_clusters, n_features) the final centres, in the user's space.
         labels_: (n_samples,) the nearest of ``cluster_centers_`` for every training point (as
-            ``predict`` gives; for the trained model's padded or projected coordinates see below).
+            ``predict`` gives).
         inertia_: the sum of squared distances of the training points to their nearest centre.
         n_iter_: the number of steps run (``steps``).
-        from_model_: whether the centres came from the model's path (False: from its seeding, which
-            was better; always True for a fixed-weight model).
-        domain_map_: the :class:`DomainMap` used (the identity for a fixed-weight model).
+        from_model_: whether the layer earned the result: the kept centres are the model's
+            candidate and its inertia is strictly lower than its seeding's candidate's. False where
+            the seeding's were better, and on a tie (see ``tied_with_seeding_``). Always True for a
+            fixed-weight model, which has no seeding candidate.
+        tied_with_seeding_: for a trained model, whether the model's candidate and its seeding's
+            have the same inertia (within :data:`TIE_TOLERANCE`: from a seeding and a model
+            that end at one fixed point). The layer then changed nothing, and the seeding's are kept.
+        domain_map_: the :class:`DomainMap` used (the identity for a fixed-weight model, or its
+            shift where the data lie far from the origin).
         n_features_in_, feature_names_in_: as every scikit-learn estimator.
 
-    Empty clusters, and equality with ``KMeans``: from the same initial centres and on data where
-    no cluster empties, ``model="theorem"`` gives the labels and centres of
-    ``KMeans(n_clusters, init=C0, n_init=1, algorithm="lloyd", max_iter=steps, tol=0)`` up to
-    float64 rounding. Where a cluster empties the two differ by design: the limit transformer
-    moves the centre of an empty cluster to the mean of all points (its centre attention becomes
-    uniform: :data:`kmtlib.EMPTY_RULES`, ``"mean"``), ``KMeans`` relocates it to the point farthest
-    from its centre. (``KMeans`` also stops early at a fixed point, which changes nothing.)
+    The theorem model and ``KMeans``: from the same initial centres, on data where no cluster
+    empties and no point is exactly as near to two centres, ``model="theorem"`` gives the labels
+    and centres of ``KMeans(n_clusters, init=C0, n_init=1, algorithm="lloyd", max_iter=steps,
+    tol=0)`` up to float64 rounding. The two differ by design where a cluster empties (the limit
+    transformer moves its centre to the mean of all points, :data:`kmtlib.EMPTY_RULES` ``"mean"``;
+    ``KMeans`` to a far point) and at an exact tie (the limit of soft-max over tied keys is their
+    average, so the point is shared equally among its tied centres; ``KMeans`` gives it to the
+    lowest index: ``[[0], [1], [2]]`` from ``[[0], [2]]``, one step, gives 1/3 and 5/3 here and
+    0.5 and 2 in ``KMeans``). Integer or gridded data have exact ties; data with a continuous
+    part almost never. ``labels_`` and ``predict`` take the lowest index, as ``KMeans``.
 
-    Exact ties differ too. A point at exactly the same distance from two or more centres is, in
-    the limit transformer, shared equally among them: the limit of soft-max over tied keys is
-    their average, so the point adds ``1/m`` of itself to each of its ``m`` tied clusters' sums
-    and ``1/m`` to their counts. ``KMeans`` and :func:`kmtlib.lloyd` give it whole to the lowest
-    index. So wherever a step meets a tie the centres differ from then on: ``[[0], [1], [2]]``
-    from ``[[0], [2]]``, one step, gives 1/3 and 5/3 here and 0.5 and 2 in ``KMeans``. The
-    layer offers no lowest-index hard map (its hard attention averages the tied keys, the
-    paper's construction), so the estimator keeps the transformer's rule. ``labels_`` and
-    ``predict`` are read from the final centres with lowest-index ties, as ``KMeans``'. Exact
-    ties need exactly equal distances: integer or gridded data have them (issue 26 found 6 of 16
-    fits on small integer grids differ), data with a continuous part almost never.
+    The trained model's space (:class:`DomainMap`): the data are turned to their own principal
+    frame (so permuting, rotating or flipping the features gives the same result up to rounding),
+    shifted and scaled by one number (so nearest centres are unchanged and squared distances
+    differ by one factor), and padded with zeros to D = 32 coordinates (the centres projected back
+    onto the data's coordinates after every step) or, for d > 32, reduced to the top 32 principal
+    axes (the centres mapped back lie in that affine subspace; the inertia is the original
+    space's). So for every model ``labels_ == predict(X)`` and ``inertia_ == -score(X)``. Data of
+    any scale are divided by a power of two near their largest absolute value (exact), and every
+    number is computed in that unit and scaled back.
 
-    Data far from the origin: where the data lie far from it against their spread (timestamps,
-    a large offset), the fixed-weight model runs on the data shifted by a centre of the data
-    (:func:`kmtlib.objective.data_shift`; ``domain_map_.shift``) and its centres are shifted
-    back, so that its distances keep their digits as ``KMeans``' (which centres its data) do.
+    Memory and time: the layer's self-attention over the points costs ``2 m^2`` floats per
+    seeding (m = min(n, ``sample_size``)), the seedings running in batches within
+    :data:`ATTENTION_BATCH_BYTES`; besides it a fit holds a few float64 copies of the data and
+    the distances of the read-out: in all about ``40 n d + 8 n k + min(n_init x 8 m^2, 256 MiB)``
+    bytes besides the library. Time grows as ``frames x n_init x steps x m^2 D`` for the layer and
+    ``n k d`` per Lloyd step of the read-out and the polish.
 
-    The trained model's space (:class:`DomainMap`): the data are shifted and scaled by one number
-    (mean 0.5, total variance 1.6) into 32 coordinates, so nearest centres are unchanged and
-    squared distances differ by one factor.
-    With d < 32 they are padded with zeros; the layer may move the centres out of the data's
-    coordinates into the padding, so they are projected back onto the data's coordinates after
-    every step (``||x - c||^2`` for a point x with zero padding is its data part plus a term of
-    the centre alone, which would otherwise make the model's nearest centre differ from the
-    user's). With d > 32 the model sees the top 32 principal components of the training data
-    (centred), and runs on that projection; the centres are mapped back through the axes into the
-    original space (where they lie in the 32-dimensional affine subspace of the projection), the
-    labels are the nearest of those centres (the same as in the projection: the part of a point
-    outside the subspace is at the same distance from every centre), and the inertia is that of
-    the original space (the inertia of the projection plus the variance the projection leaves out).
-    So for every model ``labels_ == predict(X)`` and ``inertia_ == -score(X)``.
-
-    The frame (every d): the layer is not equivariant to rotations of its coordinates, so the data
-    are given to it in their own frame (:func:`kmtlib.frame.principal_frame`): centred, on their
-    principal axes, largest variance first, each axis signed so that the data's third moment along
-    it is positive (the farthest point decides where that moment is about 0; where eigenvalues
-    are equal, the axes point to the farthest points). Permuting, rotating or flipping the
-    features (and an array ``init`` with them) gives the same labels and inertia up to rounding.
-    How well the layer clusters still depends on the frame it is given: over fixed turns of the
-    frame, a set's mean inertia ratio to ``KMeans`` from the same starts moved by up to 11 %
-    (wine) and single starts on isotropic data by up to 1.8x; the frame fixes which one, and so
-    the result, whatever the user's axes. ``frames=4`` (the best of four fixed frames) brought
-    the geometric mean over the six sets below from 1.080 to 1.024, at four times the cost.
-
-    Memory and time: the learned layer's self-attention over the points costs m^2 per seeding
-    (m = min(n, ``sample_size``)), so a fit needs a few (about five) copies of the data in
-    float64, ``8 n d`` bytes each (the data in their unit, centred, and the read-out's), ``8 n k``
-    bytes for the distances of the read-out, and ``2 m^2 x 4`` bytes (float32) per seeding of a
-    batch for the attention, the seedings running in batches within
-    :data:`ATTENTION_BATCH_BYTES`: in all about ``40 n d + 8 n k + min(n_init x 8 m^2, 256 MiB)``
-    bytes besides the library; time grows as ``frames x n_init x steps x m^2 D`` for the layer
-    and ``n k d`` for the read-out. At n = 200 000, d = 10, k = 10 with the defaults a fit took
-    0.5 s and 0.52 GiB of peak memory for the whole process on one CPU thread. A ``sample_size``
-    whose attention exceeds the device's memory is refused with the size and the way out. The
-    layer was trained at n = 512: on sets of n = 5 000 and 20 000 its inertia from a sample of
-    512 to 4 096 points was no worse than from all points (at n = 20 000 all points took 130 s
-    and were worse on the one start measured), so the default samples 1 024.
-
-    Data of any scale: the data are divided by a power of two near their largest absolute value
-    (exact), and every number is computed in that unit and scaled back; ``X * 1e200`` and
-    ``X * 1e-200`` give the labels of X (the inertia is inf or 0 where float64 cannot hold it).
-
-    Quality: the trained layer learned from synthetic mixtures only (unequal, elongated, heavy-tailed
-    clusters in 1 to 32 coordinates); on data far from them it may cluster worse than Lloyd's
-    algorithm from the same seeding (``model="theorem"``); with the default ``polish`` the estimator
-    keeps, per start, the better of the polished learned result and Lloyd from the seeding, so its
-    result is never worse than Lloyd's from the same start. Chapter 13 of the book measures it
-    against ``KMeans`` on real data sets, from the same starts and each with its own defaults.
+    What the layer adds and what it costs: with the defaults the result is a competition of two
+    candidates per start, the layer's (its steps, the read-out, the polish) and Lloyd's algorithm
+    from the same seeding; the layer wins where it moved the start into a better basin, and on
+    many starts both end at one fixed point (a tie, which the seeding wins). The layer's steps
+    cost a self-attention over the sampled points, many times the time of ``KMeans``' Lloyd
+    iterations, and in that time ``KMeans`` can run more seedings. Chapter 13 of the book ("Beyond
+    the paper: cluster your own data", ``book/13_your_data.md``) measures both on real data: the
+    defaults against ``KMeans()``, against ``KMeans`` at equal compute, and the layer's candidate
+    against its seeding's start by start (``never_worse=False`` shows the layer's alone); the
+    benchmarks (``python -m benchmarks --only estimator``) time the theorem model against ``KMeans``.
     """
 
     def __init__(
@@ -309,13 +350,14 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         n_clusters: int = 8,
         *,
         model: str | os.PathLike | KMeansTransformer = "learned",
-        init: str | np.ndarray = "k-means++",
+        init: str | np.ndarray | Callable[..., Any] = "k-means++",
         n_init: int | str = "auto",
         steps: int = 20,
         readout: str = "means",
         polish: bool | str = "auto",
         sample_size: int | None = SAMPLE_SIZE,
         frames: int = 1,
+        never_worse: bool = True,
         random_state: int | np.random.RandomState | None = None,
         device: str = "cpu",
     ) -> None:
@@ -328,32 +370,46 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         self.polish = polish
         self.sample_size = sample_size
         self.frames = frames
+        self.never_worse = never_worse
         self.random_state = random_state
         self.device = device
 
     # ------------------------------------------------------------------ parameters
-    def _check_params(self, n_samples: int, n_features: int) -> tuple[int, int, int]:
-        """Validate the parameters; return (n_clusters, n_init, steps) (``n_init`` resolved)."""
-        for name, minimum in (("n_clusters", 1), ("steps", 0)):
-            _check_integer(name, getattr(self, name), minimum)
-        if n_samples < self.n_clusters:
-            raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
+    def _check_params(self, n_samples: int) -> FitSettings:
+        """Every parameter but ``model`` and ``device`` checked, in one place (a ValueError names
+        the parameter); the settings of the fit."""
+        n_clusters = _check_integer("n_clusters", self.n_clusters, 1)
+        if n_samples < n_clusters:
+            raise ValueError(f"n_samples={n_samples} should be >= n_clusters={n_clusters}.")
         if not isinstance(self.readout, str) or self.readout not in READOUTS:
             raise ValueError(f"readout must be one of {', '.join(map(repr, READOUTS))}, got {self.readout!r}")
-        if not any(self.polish is p or (isinstance(p, str) and self.polish == p) for p in POLISHES):
-            raise ValueError(f"polish must be 'auto', True or False, got {self.polish!r}")
+        auto_polish = isinstance(self.polish, str) and self.polish == "auto"
+        polish = None if auto_polish else _check_flag("polish", self.polish, "'auto', ")
         if isinstance(self.init, str) and self.init not in INITS:
-            raise ValueError(f"init must be one of {', '.join(map(repr, INITS))} or an array, got {self.init!r}")
+            raise ValueError(
+                f"init must be one of {', '.join(map(repr, INITS))}, an array or a callable, got {self.init!r}"
+            )
+        size = self.sample_size
+        settings = FitSettings(
+            n_clusters=n_clusters,
+            n_init=self._resolved_n_init(),
+            steps=_check_integer("steps", self.steps, 0),
+            sample_size=None if size is None else _check_integer("sample_size", size, 1, "None or "),
+            frames=_check_integer("frames", self.frames, 1, maximum=MAX_FRAMES),
+            polish=polish,
+            never_worse=_check_flag("never_worse", self.never_worse),
+        )
         self._warn_beyond_trained_k()
-        return int(self.n_clusters), self._resolved_n_init(), int(self.steps)
+        return settings
 
     def _resolved_n_init(self) -> int:
-        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"``, else 1); with an
-        array ``init`` 1 (another number warns, as ``KMeans``)."""
+        """``n_init`` as a number: ``"auto"`` as ``KMeans`` (10 for ``"random"`` and a callable,
+        else 1); with an array ``init`` 1 (another number warns, as ``KMeans``)."""
+        given_array = not isinstance(self.init, str) and not callable(self.init)
         if isinstance(self.n_init, str) and self.n_init == "auto":
-            return 10 if isinstance(self.init, str) and self.init == "random" else 1
+            return 10 if callable(self.init) or (isinstance(self.init, str) and self.init == "random") else 1
         n_init = _check_integer("n_init", self.n_init, 1, "'auto' or ")
-        if not isinstance(self.init, str) and n_init != 1:
+        if given_array and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
                 f"instead of n_init={n_init}.",
@@ -373,10 +429,6 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
                 UserWarning,
                 stacklevel=4,
             )
-
-    def _polishes(self, trained: bool) -> bool:
-        """Whether the fit ends with Lloyd to a fixed point (``polish``; "auto": trained models)."""
-        return trained if isinstance(self.polish, str) else bool(self.polish)
 
     def _resolve_model(self, n_clusters: int, n_features: int) -> KMeansTransformer:
         """The model to run (a copy the estimator owns, in eval mode), checked against k and d."""
@@ -413,48 +465,40 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         """Cluster ``X`` (n_samples, n_features); ``y`` is ignored."""
         X = self._prepare(X, reset=True)
         n_samples, n_features = X.shape
-        n_clusters, n_init, steps = self._check_params(n_samples, n_features)
+        settings = self._check_params(n_samples)
         device = resolve_device(self.device)
-        model = self._resolve_model(n_clusters, n_features).to(device)
+        model = self._resolve_model(settings.n_clusters, n_features).to(device)
+        trained = model.config.trainable
         dtype = next(model.parameters()).dtype
-        m = self._sample_size(n_samples, dtype.itemsize, device) if model.config.trainable else n_samples
+        m = _sample_size(n_samples, settings.sample_size, dtype.itemsize, device) if trained else n_samples
         # the data in a power-of-two unit of their own (exact): their squares neither overflow
         # nor underflow, whatever the scale the user gives (1e200 and 1e-200 cluster as 1)
         self._unit = unit = data_unit(X)
         X64 = np.asarray(X, dtype=np.float64)
         if unit != 1.0:  # (the usual unit 1 needs no copy)
             X64 = X64 / unit
-        domain = DomainMap.fit(X64, model.d) if model.config.trainable else translation_map(X64)
+        domain = DomainMap.fit(X64, model.d) if trained else translation_map(X64)
 
         # the initial centres (n_init, k, d), in the user's space (in the data's unit)
         random_state = check_random_state(self.random_state)
-        C0 = self._initial_centers(X64, n_clusters, n_init, random_state)
-        if not isinstance(self.init, str):
-            C0 = C0 / unit
+        C0 = self._initial_centers(X64, unit, settings.n_clusters, settings.n_init, random_state)
 
         # into the model's domain (a trained model: on a sample of the points, in each frame)
         points = X64[self._sample(n_samples, m, random_state)]
-        domains = [domain.turned(Q) for Q in frame_turns(domain.reduced, self._frames(model))]
-        runs = np.stack([c for dm in domains for c in self._run_in(dm, model, points, C0, steps)])
+        domains = [domain.turned(Q) for Q in frame_turns(domain.reduced, settings.frames if trained else 1)]
+        runs = np.stack([c for dm in domains for c in self._run_in(dm, model, points, C0, settings.steps)])
 
         # back to the user's space: read-out, polish, never worse than the seeding; the best run
         # (frame and seeding) kept
         self.cluster_centers_, self.labels_, self.inertia_, best = self._finish(
-            X, X64, unit, C0, runs, model.config.trainable
+            X, X64, unit, C0, runs, trained, settings
         )
-        self.n_iter_ = steps
+        self.n_iter_ = settings.steps
         # (from the user's space; a fixed-weight model's is the identity or its translation, up to
         # the exact power of two of the unit)
         domain = domains[best // len(C0)]
-        self.domain_map_ = domain.scaled(unit) if model.config.trainable else domain.translated(unit)
+        self.domain_map_ = domain.scaled(unit) if trained else domain.translated(unit)
         return self
-
-    def _frames(self, model: KMeansTransformer) -> int:
-        """The number of frames a model runs in (``frames``; a fixed-weight model: its own only)."""
-        frames = self.frames
-        if isinstance(frames, bool) or not isinstance(frames, numbers.Integral) or frames < 1:
-            raise ValueError(f"frames must be an integer >= 1, got {frames!r}")
-        return int(frames) if model.config.trainable else 1
 
     def _run_in(
         self, domain: DomainMap, model: KMeansTransformer, points: np.ndarray, C0: np.ndarray, steps: int
@@ -465,29 +509,13 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         Xm = torch.as_tensor(domain.to_model(points), dtype=like.dtype, device=like.device)
         C0m = torch.as_tensor(np.stack([domain.to_model(c) for c in C0]), dtype=like.dtype, device=like.device)
         with torch.inference_mode():
-            final = self._run(model, Xm, C0m, steps, domain.reduced).to(device="cpu", dtype=torch.float64)
+            final = self._run(model, Xm, C0m, steps, filled=domain.reduced).to(device="cpu", dtype=torch.float64)
         return [domain.to_user(c) for c in final.numpy()]
 
     def _prepare(self, X: Any, reset: bool) -> np.ndarray:
         """The data as scikit-learn accepts them (lists, views, negative strides, Fortran order,
         integers: float64; float32 kept), as one C-contiguous float array."""
         return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=reset)
-
-    def _sample_size(self, n_samples: int, itemsize: int, device: torch.device) -> int:
-        """The number m of points a trained model runs on (``sample_size``, at most n), checked
-        against the device's memory: a sample whose attention cannot fit is refused."""
-        size = self.sample_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1):
-            raise ValueError(f"sample_size must be an integer >= 1 or None, got {size!r}")
-        m = n_samples if size is None else min(int(size), n_samples)
-        need, total = attention_bytes(m, itemsize), device_memory(device)
-        if need > total:
-            raise ValueError(
-                f"a trained model on {m} points needs about {need / 2**30:.1f} GiB for its attention over the "
-                f"points (2 m^2 x {itemsize} bytes), more than the {total / 2**30:.1f} GiB of {device}; "
-                f"set sample_size to at most {int(np.sqrt(total / (2 * itemsize)))} (default {SAMPLE_SIZE})"
-            )
-        return m
 
     @staticmethod
     def _sample(n_samples: int, m: int, random_state: np.random.RandomState) -> np.ndarray:
@@ -498,55 +526,85 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         return np.sort(random_state.choice(n_samples, m, replace=False))
 
     def _initial_centers(
-        self, X: np.ndarray, n_clusters: int, n_init: int, random_state: np.random.RandomState
+        self, X: np.ndarray, unit: float, n_clusters: int, n_init: int, random_state: np.random.RandomState
     ) -> np.ndarray:
-        """(n_init, k, d) initial centres in the user's space (float64)."""
+        """(n_init, k, d) initial centres (float64) for the data ``X`` in their ``unit``: a given
+        array or a callable's (``init(X_user, n_clusters, random_state)``, once per seeding, as
+        ``KMeans``) are in the user's space and divided by the unit."""
+        if callable(self.init):
+            X_user = X * unit  # (exact: the unit is a power of two)
+            return np.stack([self._given_centers(self.init(X_user, n_clusters, random_state), n_clusters, X.shape[1])
+                             for _ in range(n_init)]) / unit  # fmt: skip
         if not isinstance(self.init, str):
-            init = check_array(self.init, dtype=np.float64, input_name="init")
-            if init.shape != (n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init must have shape (n_clusters, n_features) = ({n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            return init[None]
+            return self._given_centers(self.init, n_clusters, X.shape[1])[None] / unit
         # one torch generator on the CPU seeded from the random state: the same centres on every device
         generator = torch.Generator().manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
         Xt = _task(X).expand(n_init, *X.shape)
         method, trials = _KMTLIB_INIT[self.init]
         return init_centers(Xt, n_clusters, method, generator, n_local_trials=trials).numpy()
 
+    def _given_centers(self, centers: Any, n_clusters: int, n_features: int) -> np.ndarray:
+        """An array ``init`` (or a callable's result) checked: (n_clusters, n_features), finite
+        numbers; every error names ``init``."""
+        source = "init" if not callable(self.init) else "the centres the init callable returned"
+        try:
+            ndim = np.ndim(centers)
+        except ValueError as error:  # (a ragged nesting of lists)
+            raise ValueError(f"{source} must be a 2-D array (n_clusters, n_features): {error}") from error
+        if ndim != 2:
+            raise ValueError(f"{source} must be a 2-D array (n_clusters, n_features), got {ndim}-D")
+        try:
+            array = check_array(centers, dtype=np.float64, input_name="init")
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source} must be an array of finite numbers: {error}") from error
+        if array.shape != (n_clusters, n_features):
+            raise ValueError(
+                f"{source} must have shape (n_clusters, n_features) = ({n_clusters}, {n_features}), got {array.shape}"
+            )
+        return array
+
     def _finish(
-        self, X: np.ndarray, X64: np.ndarray, unit: float, C0: np.ndarray, runs: np.ndarray, trained: bool
+        self,
+        X: np.ndarray,
+        X64: np.ndarray,
+        unit: float,
+        C0: np.ndarray,
+        runs: np.ndarray,
+        trained: bool,
+        settings: FitSettings,
     ) -> tuple[np.ndarray, np.ndarray, float, int]:
         """The end of a fit from the model's centres ``runs`` (frames x n_init, k, d; in the data's
         unit, like ``X64`` and the seedings ``C0`` (n_init, k, d)): a trained model's read-out; the
         polish; for a trained model, per run the better of this and its seeding (polished too where
         the model's result is: Lloyd from the seeding); the run of lowest inertia as (centres in
-        the user's unit and X's dtype, labels, inertia, its index). Sets ``from_model_``: whether
-        the kept run's centres came from the model's path."""
+        the user's unit and X's dtype, labels, inertia, its index). Sets ``from_model_`` and
+        ``tied_with_seeding_`` of the kept run."""
         if trained and self.readout == "means":
             runs = np.stack([means_readout(X64, c) for c in runs])
-        polishes = self._polishes(trained)
+        polishes = trained if settings.polish is None else settings.polish
         if polishes:
-            runs = polish(X64, runs)
-        kept = np.ones(len(runs), dtype=bool)
+            runs = lloyd_to_fixed_point(X64, runs)
+        better, tied = np.ones(len(runs), dtype=bool), np.zeros(len(runs), dtype=bool)
         if trained:
-            seeds = polish(X64, C0) if polishes else C0
-            runs, kept = never_worse(X64, np.concatenate([seeds] * (len(runs) // len(C0))), runs)
+            seeding = lloyd_to_fixed_point(X64, C0) if polishes else C0
+            chosen, better, tied = model_or_seeding(X64, np.concatenate([seeding] * (len(runs) // len(C0))), runs)
+            if settings.never_worse:
+                runs = chosen
         runs = (runs * unit).astype(X.dtype, copy=False)
         scores = [self._labels_inertia(X, c) for c in runs]
         best = int(np.argmin([inertia for _, inertia in scores]))
-        self.from_model_ = bool(kept[best])
+        self.from_model_, self.tied_with_seeding_ = bool(better[best]), bool(tied[best])
         return runs[best], *scores[best], best
 
     @staticmethod
-    def _run(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, reduced: int) -> torch.Tensor:
+    def _run(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, filled: int) -> torch.Tensor:
         """The final centres (B, k, D) after ``steps`` steps of ``model`` on the points X (m, D)
         from each of the B initial centres ``C0`` (B, k, D).
 
         The seedings run as batches of tasks, as many at a time as keep the m x m attention of a
         batch within :data:`ATTENTION_BATCH_BYTES` (one at least). A model that re-embeds its
         tokens every step runs one step at a time, with its centres projected onto the
-        ``reduced`` coordinates the data fill (zero padding stays zero; see the class
+        first ``filled`` coordinates, those the data fill (zero padding stays zero; see the class
         docstring); otherwise the model runs as a whole."""
         per_task = attention_bytes(X.shape[0], X.element_size())
         batch = max(1, min(C0.shape[0], ATTENTION_BATCH_BYTES // per_task))
@@ -554,12 +612,12 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         for start in range(0, C0.shape[0], batch):
             C = C0[start : start + batch]
             Xb = X.unsqueeze(0).expand(C.shape[0], *X.shape)
-            if reduced == X.shape[-1] or not model.reembed:
+            if filled == X.shape[-1] or not model.reembed:
                 finals.append(model.final_centers(Xb, C, steps))
                 continue
             for _ in range(steps):
                 C = model.step(Xb, C)
-                C[..., reduced:] = 0
+                C[..., filled:] = 0
             finals.append(C)
         return torch.cat(finals)
 
