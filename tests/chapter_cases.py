@@ -140,6 +140,9 @@ def check_05(m: Metrics) -> None:
     assert _non_increasing(m["main_lloyd_median"], tol=1e-5)
     assert m["main_model_median"][-1] < m["main_lloyd_median"][-1] - 0.05
     assert m["main_model_t20"] < m["main_lloyd_t20"] and m["main_gap_t20"] > 0
+    # One seed has no spread to set against the paper's error bars: none is recorded, none claimed.
+    assert "main_model_t20_expected_range_10" not in m and m["main_model_t20_paper_within_expected_ribbon"] is False
+    assert math.isclose(m["main_model_t20_paper_minus_median"], 5.00 - m["main_model_t20"], abs_tol=1e-9)
     assert all(r < 1 for r in m["shipped_final_val_rel_objective"])
     assert np.isfinite(m["dropout_effect_t20"]) and abs(m["dropout_effect_t20"]) < 0.1
     assert math.isclose(m["main_model_t20_dropout_on"], m["main_model_t20"] + m["dropout_effect_t20"], abs_tol=1e-9)
