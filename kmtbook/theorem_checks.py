@@ -122,18 +122,21 @@ def summarise_fig3_survey(curves: torch.Tensor, paper: tuple[float, ...] = PAPER
 
 def fig3_layer1_reading(survey: dict[str, float], paper: tuple[float, ...] = PAPER_FIG3) -> str:
     """What a survey of :func:`fig3_survey` says about the paper's layer-1 value: whether a start as
-    poor as the paper's explains it (ruled out when draws start that high and none of them reaches
-    the paper's layer-1 value; untested when no draw starts that high), what stays open, and the
-    reader's test that would tell the rest apart."""
+    poor as the paper's reproduces it (not in the survey when draws start that high and none of them
+    reaches the paper's layer-1 value; untested when no draw starts that high), what stays open,
+    and the reader's test that would tell the rest apart."""
     high, reached = int(survey["high_start_draws"]), int(survey["high_start_layer1_at_or_above_paper"])
     draws = int(survey["draws"])
     if high == 0:
         verdict = (f"None of the {draws} draws starts at or above the paper's {paper[0]:.2f}, so the survey cannot "
                    "tell whether a start as poor as the paper's explains its layer-1 value.")
     elif reached == 0:
-        verdict = (f"A poor start does not explain it: {high} of the {draws} draws start at or above the paper's "
-                   f"{paper[0]:.2f}, and none of them reaches {paper[1]:.2f} after one layer (at most "
-                   f"{survey['high_start_max_layer1']:.2f}; median of all draws {survey['median_layer1']:.2f}).")
+        closest = survey["high_start_max_layer1"]
+        verdict = (f"A poor start alone does not reproduce it in this survey: {high} of the {draws} draws start at "
+                   f"or above the paper's {paper[0]:.2f}, and none of them reaches {paper[1]:.2f} after one layer (at "
+                   f"most {closest:.2f}, {paper[1] - closest:.2f} below; median of all draws "
+                   f"{survey['median_layer1']:.2f}), so the paper's draw would have to be rarer than every one of "
+                   "ours.")
     else:
         verdict = (f"A poor start can explain it: {reached} of the {high} draws that start at or above the paper's "
                    f"{paper[0]:.2f} reach {paper[1]:.2f} after one layer.")
