@@ -330,7 +330,11 @@ def _check_references(root: Path) -> int:
     a number that moved beyond its tolerance fails the build, with the command that updates it."""
     from .reference_metrics import check_build
 
-    comparisons, report = check_build(root, "book")
+    try:
+        comparisons, report = check_build(root, "book")
+    except (OSError, ValueError) as err:  # a damaged or foreign metrics.json, a damaged reference file
+        print(f"error: the published numbers cannot be checked: {err}", file=sys.stderr)
+        return 1
     guarded = [c for c in comparisons if c.status != "not guarded"]
     _say(f"kmt: {len(guarded) - sum(c.failed for c in guarded)} of {len(guarded)} published numbers within their "
          f"reference tolerance ({len(comparisons) - len(guarded)} timings not guarded)")

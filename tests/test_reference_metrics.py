@@ -207,3 +207,20 @@ def test_the_update_command_reads_another_checkouts_build(tmp_path, capsys):
     assert entries["06_ablation_d_only:none_t20"]["kind"] == "sampled"
     assert all(e["commit"] == "abc" for e in entries.values())
     assert "06_ablation_d_only:none_t20: added" in capsys.readouterr().out
+
+
+def test_a_chapter_run_of_another_profile_in_the_results_is_named(tmp_path, monkeypatch, capsys):
+    from kmtbook import execute_chapters as ec
+
+    shutil.copytree(ROOT / "book", tmp_path / "book")
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    (tmp_path / "_config.yml").write_text("execute:\n  timeout: 60\n")
+    (tmp_path / "data" / "book_build").mkdir(parents=True)
+    rm.write_references(rm.reference_path(tmp_path, "book"), "book",
+                        _entries(**{"05_training:main_model_t20": (4.98, "sampled", 0.03)}))
+    out = tmp_path / "results" / "05_training"
+    out.mkdir(parents=True)
+    (out / "metrics.json").write_text(json.dumps({"profile": "quick", "main_model_t20": 4.98}))
+    monkeypatch.setattr(ec, "execute_chapters", lambda *a, **k: [])
+    assert ec.main(["--root", str(tmp_path), "--cache", str(tmp_path / "cache")]) == 1
+    assert "written by a run of profile 'quick', not 'book'" in capsys.readouterr().err
