@@ -26,7 +26,10 @@ Usage (what ``nox -s "book(device='cpu')"`` runs before ``jupyter-book build``):
     python -m kmtbook.execute_chapters --cache _build/cpu/_build/.jupyter_cache [--jobs N]
 
 Progress goes to stdout, one line per chapter; a chapter that fails is reported with its traceback
-once all chapters have run, and the command then exits with status 1.
+once all chapters have run, and the command then exits with status 1. When every chapter ran (or
+was in the cache), the published numbers of their ``metrics.json`` files are compared with the
+reference build (:mod:`kmtbook.reference_metrics`); one that moved beyond its tolerance fails the
+command too, naming the chapter, the metric, both values and the tolerance.
 """
 
 from __future__ import annotations
@@ -301,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", required=True,
                         help="the jupyter-cache the build reads: <path-output>/_build/.jupyter_cache")
     parser.add_argument("--jobs", type=int, default=None, help="chapters at a time (default: the usable cores)")
+    parser.add_argument("--no-reference-check", action="store_true",
+                        help="do not compare the published numbers with data/book_build/reference_metrics.json")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if not (root / "_toc.yml").is_file():
@@ -314,6 +319,27 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"error: {len(failed)} of {len(outcomes)} chapters failed: "
               + ", ".join(o.docname for o in failed), file=sys.stderr)
+        return 1
+    if not args.no_reference_check:
+        return _check_references(root)
+    return 0
+
+
+def _check_references(root: Path) -> int:
+    """Compare every published number of the build with its reference (kmtbook.reference_metrics);
+    a number that moved beyond its tolerance fails the build, with the command that updates it."""
+    from .reference_metrics import check_build
+
+    try:
+        comparisons, report = check_build(root, "book")
+    except (OSError, ValueError) as err:  # a damaged or foreign metrics.json, a damaged reference file
+        print(f"error: the published numbers cannot be checked: {err}", file=sys.stderr)
+        return 1
+    guarded = [c for c in comparisons if c.status != "not guarded"]
+    _say(f"kmt: {len(guarded) - sum(c.failed for c in guarded)} of {len(guarded)} published numbers within their "
+         f"reference tolerance ({len(comparisons) - len(guarded)} timings not guarded)")
+    if report:
+        print(f"error: {report}", file=sys.stderr)
         return 1
     return 0
 

@@ -4,7 +4,8 @@ Chapters 2 and 4 state that the limit models of Theorems 2.1 and 2.2 are Lloyd's
 tie-free tasks; :func:`exactness_tasks` draws tasks that reach the edge cases (uniform data,
 starts outside the data, an empty cluster), :func:`assignment_margin` tells how close a task comes
 to a tie. :func:`fig3_tasks` and :func:`assignment_counts` are the recipe and the one-hot counts of
-the paper's Fig. 3.
+the paper's Fig. 3; :func:`fig3_survey` places the paper's printed values among many draws of the
+recipe and :func:`fig3_layer1_reading` says what that placement rules out.
 """
 
 from __future__ import annotations
@@ -81,24 +82,74 @@ PAPER_FIG3 = (6.44, 5.78, 5.47, 4.96, 4.69, 4.61, 4.59, 4.59, 4.59, 4.59, 4.59)
 def fig3_survey(B: int, generator: torch.Generator, n: int = 10_000, k: int = 5, layers: int = 10,
                 *, device: torch.device | str = "cpu") -> dict[str, float]:  # fmt: skip
     """Where the paper's Fig. 3 values lie among ``B`` draws of its recipe (Lloyd's algorithm, which
-    the limit model and the authors' gamma = 1e4 model follow on this recipe): the share of draws at
-    or above the paper's value at layer 0 (the initial centres) and at layer 1, the share at or
-    below its final value, the median per layer, and, for the alternative that the data were not
-    min-max scaled, the median final value of ``B`` unscaled draws."""
+    the limit model and the authors' gamma = 1e4 model follow on this recipe), summarised by
+    :func:`summarise_fig3_survey`; for the alternative that the data were not min-max scaled, the
+    median final value of ``B`` unscaled draws is added."""
     X, C0 = fig3_tasks(B, n, k, generator, device=device)
     curves = kmtlib.lloyd(X, C0, layers, empty="mean").log_objective().cpu()
     Xu, Cu = fig3_tasks(B, n, k, generator, device=device, scaled=False)
     unscaled = kmtlib.lloyd(Xu, Cu, layers, empty="mean").log_objective().cpu()
+    return {**summarise_fig3_survey(curves), "unscaled_median_final": float(unscaled[:, -1].median())}
+
+
+def summarise_fig3_survey(curves: torch.Tensor, paper: tuple[float, ...] = PAPER_FIG3) -> dict[str, float]:
+    """Where the values ``paper`` (layer 0, layer 1, ..., final) lie among the log-objective curves
+    ``curves`` ``(B, T+1)`` of ``B`` draws: the share of draws at or above the paper's value at
+    layer 0 (the initial centres) and at layer 1, the share at or below its final value, the median
+    per layer; and, to test whether a start as poor as the paper's explains its layer-1 value, the
+    draws that start at or above the paper's layer 0 ("high starts"), how many of them reach the
+    paper's layer-1 value after one layer, and the largest layer-1 value of any draw and of a high
+    start (NaN when there is none)."""
+    if curves.ndim != 2 or curves.shape[1] < 2:
+        raise ValueError(f"curves must be (draws, layers + 1) with at least two layers, got {tuple(curves.shape)}")
+    curves = curves.double()
+    high = curves[:, 0] >= paper[0]
+    layer1_high = curves[high, 1]
     return {
-        "draws": B,
-        "share_layer0_at_or_above_paper": float((curves[:, 0] >= PAPER_FIG3[0]).double().mean()),
-        "share_layer1_at_or_above_paper": float((curves[:, 1] >= PAPER_FIG3[1]).double().mean()),
-        "share_final_at_or_below_paper": float((curves[:, -1] <= PAPER_FIG3[-1]).double().mean()),
+        "draws": curves.shape[0],
+        "share_layer0_at_or_above_paper": float(high.double().mean()),
+        "share_layer1_at_or_above_paper": float((curves[:, 1] >= paper[1]).double().mean()),
+        "share_final_at_or_below_paper": float((curves[:, -1] <= paper[-1]).double().mean()),
         "median_layer0": float(curves[:, 0].median()),
         "median_layer1": float(curves[:, 1].median()),
         "median_final": float(curves[:, -1].median()),
-        "unscaled_median_final": float(unscaled[:, -1].median()),
+        "max_layer1": float(curves[:, 1].max()),
+        "high_start_draws": int(high.sum()),
+        "high_start_layer1_at_or_above_paper": int((layer1_high >= paper[1]).sum()),
+        "high_start_max_layer1": float(layer1_high.max()) if len(layer1_high) else float("nan"),
     }
+
+
+def fig3_layer1_reading(survey: dict[str, float], paper: tuple[float, ...] = PAPER_FIG3) -> str:
+    """What a survey of :func:`fig3_survey` says about the paper's layer-1 value: whether a start as
+    poor as the paper's reproduces it (not in the survey when draws start that high and none of them
+    reaches the paper's layer-1 value; untested when no draw starts that high), what stays open,
+    and the reader's test that would tell the rest apart."""
+    high, reached = int(survey["high_start_draws"]), int(survey["high_start_layer1_at_or_above_paper"])
+    draws = int(survey["draws"])
+    if high == 0:
+        verdict = (f"None of the {draws} draws starts at or above the paper's {paper[0]:.2f}, so the survey cannot "
+                   "tell whether a start as poor as the paper's explains its layer-1 value.")
+    elif reached == 0:
+        closest = survey["high_start_max_layer1"]
+        verdict = (f"A poor start alone does not reproduce it in this survey: {high} of the {draws} draws start at "
+                   f"or above the paper's {paper[0]:.2f}, and none of them reaches {paper[1]:.2f} after one layer (at "
+                   f"most {closest:.2f}, {paper[1] - closest:.2f} below; median of all draws "
+                   f"{survey['median_layer1']:.2f}), so the paper's draw would have to be rarer than every one of "
+                   "ours.")
+    else:
+        verdict = (f"A poor start can explain it: {reached} of the {high} draws that start at or above the paper's "
+                   f"{paper[0]:.2f} reach {paper[1]:.2f} after one layer.")
+    open_part = ("Still open: the authors' draw may come from another task generator (one whose first Lloyd step "
+                 "gains less), or their notebook may plot another quantity after the first layer; the final "
+                 f"value ({paper[-1]:.2f}, median of our draws {survey['median_final']:.2f}) fits the recipe either "
+                 "way.")
+    test = ("A reader can test it: run Lloyd's algorithm from the initial centres of the authors' own draw "
+            "(their notebook, github.com/rithram/kmeans-trf) and print its objective after one iteration. If it "
+            f"is near {paper[1]:.2f}, the draw itself is unusual (another generator); if it is well below, the printed "
+            "layer-1 value is not Lloyd's objective after one iteration (another quantity, or a model that does "
+            "not follow Lloyd at that layer).")
+    return " ".join((verdict, open_part, test)) if reached == 0 else " ".join((verdict, test))
 
 
 def assignment_counts(A: torch.Tensor) -> dict[str, int]:

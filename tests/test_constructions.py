@@ -682,3 +682,44 @@ def test_fig3_survey_places_the_papers_values_among_draws_of_the_recipe():
     # end higher than the scaled ones.
     assert s["median_final"] <= s["median_layer1"] <= s["median_layer0"]
     assert s["unscaled_median_final"] > s["median_final"]
+
+
+def _survey_curves(layer0, layer1):
+    """Curves of draws with the given values at layers 0 and 1 and a plain final value."""
+    from kmtbook.theorem_checks import PAPER_FIG3
+
+    final = [min(b, 4.6) for b in layer1]
+    rows = [[a, b] + [f] * (len(PAPER_FIG3) - 2) for a, b, f in zip(layer0, layer1, final, strict=True)]
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_fig3_survey_summary_counts_the_high_starts_and_where_they_land():
+    from kmtbook.theorem_checks import summarise_fig3_survey
+
+    # Two draws start at or above 6.44 (one exactly at it); one of them reaches 5.78 after one layer
+    # (exactly at it); a low start reaching 5.9 is not a high start.
+    s = summarise_fig3_survey(_survey_curves([6.44, 6.6, 6.0, 5.5], [5.78, 5.0, 5.9, 4.9]))
+    assert s["draws"] == 4 and s["high_start_draws"] == 2
+    assert s["high_start_layer1_at_or_above_paper"] == 1
+    assert s["high_start_max_layer1"] == 5.78 and s["max_layer1"] == 5.9
+    assert s["share_layer0_at_or_above_paper"] == 0.5 and s["share_layer1_at_or_above_paper"] == 0.5
+    none_high = summarise_fig3_survey(_survey_curves([6.0, 5.5], [5.0, 4.9]))
+    assert none_high["high_start_draws"] == 0 and math.isnan(none_high["high_start_max_layer1"])
+    with pytest.raises(ValueError, match="curves must be"):
+        summarise_fig3_survey(torch.zeros(3))
+
+
+def test_fig3_layer1_reading_follows_the_survey():
+    from kmtbook.theorem_checks import fig3_layer1_reading, summarise_fig3_survey
+
+    # High starts that never reach 5.78: a poor start is ruled out, the rest is open, the test is given.
+    ruled_out = fig3_layer1_reading(summarise_fig3_survey(_survey_curves([6.5, 6.7, 6.0], [5.1, 5.3, 4.9])))
+    assert "does not reproduce it" in ruled_out and "at most 5.30, 0.48 below" in ruled_out
+    assert "2 of the 3 draws" in ruled_out
+    assert "Still open" in ruled_out and "github.com/rithram/kmeans-trf" in ruled_out
+    # A high start that does reach it: the start can explain it.
+    explained = fig3_layer1_reading(summarise_fig3_survey(_survey_curves([6.5, 6.7, 6.0], [5.8, 5.3, 4.9])))
+    assert "can explain" in explained and "1 of the 2 draws" in explained and "does not reproduce" not in explained
+    # No draw starts that high: the survey cannot tell.
+    untested = fig3_layer1_reading(summarise_fig3_survey(_survey_curves([6.0, 5.9], [5.0, 4.9])))
+    assert "cannot tell" in untested and "does not reproduce" not in untested

@@ -41,6 +41,7 @@ def test_findings_count_what_the_runs_show():
         "temperature_monotone": 1, "temperature_tested": 2,  # d = 4 only; d = 32 has no temperature runs
         "early_hot_ahead": 1, "early_tested": 2,  # width d+k: inverse temperature 1 lies lower early on
         "inv_temp1_below_lloyd": 0, "inv_temp1_tested": 2,
+        "sweep_configs_below_lloyd": 2, "sweep_configs": 10,  # d = 4, width d+k at inverse temperature 10 and 7
         "width_d_worse": 4, "width_pairs": 5,
     }
     text = found.text()
@@ -48,6 +49,26 @@ def test_findings_count_what_the_runs_show():
     assert "d=32, width d+k: not every temperature has runs yet" in text
     assert "not in: d=32 k=10 inv.temp 10." in text
     assert "k=10 onehot seed 3 at step 450" in text
+    assert found.strings["inv_temp1_reading"].startswith("consistent with the claim")
+    assert "Reading: consistent with the claim" in text
+
+
+def test_inverse_temperature_1_runs_test_the_claim_only_where_some_run_beats_lloyd():
+    # The sweeps' length: nothing below one Lloyd step anywhere, so the 0 of 2 tests nothing.
+    shortened = _finals().assign(median=lambda f: f["median"] + 1.0)
+    found = findings(shortened, _temp_table(200), pd.DataFrame(), SWEEPS, steps=1000, early=200)
+    assert found.metrics["inv_temp1_below_lloyd"] == 0 and found.metrics["sweep_configs_below_lloyd"] == 0
+    assert found.strings["inv_temp1_reading"].startswith("not a test of the claim")
+    assert "(0 of 10)" in found.strings["inv_temp1_reading"]
+
+
+def test_loose_bound_reading_covers_every_case():
+    from kmtbook.dynamics_findings import loose_bound_reading
+
+    assert loose_bound_reading(0, 0, 3, 10).startswith("not tested")
+    assert loose_bound_reading(0, 4, 0, 10).startswith("not a test of the claim")
+    assert loose_bound_reading(0, 4, 1, 10).startswith("consistent with the claim")
+    assert loose_bound_reading(1, 4, 1, 10).startswith("against the claim")
 
 
 def test_median_end_is_nan_without_runs():

@@ -15,6 +15,7 @@ from chapter_cases import CASES
 from test_machine_paths import machine_paths_in_outputs
 
 from kmtbook.chapter_specs import SPECS
+from kmtbook.reference_metrics import check_metrics, drift_report
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -100,6 +101,12 @@ def test_chapter_runs_and_writes_metrics(name):
     printed = machine_paths_in_outputs(json.loads((out / f"{Path(name).stem}.ipynb").read_text()))
     assert not printed, f"the chapter prints absolute paths of this machine: {printed[:3]}"
     check(metrics)
+    # The published numbers of the quick run held to the quick profile's reference (its own random
+    # streams: on another device the draws differ, so only the CPU run is compared).
+    if _device() == "cpu":
+        stem = Path(name).stem
+        report = drift_report(check_metrics(ROOT, "quick", {stem: metrics}, chapters=[stem]), "quick")
+        assert not report, report
 
 
 @pytest.mark.notebook

@@ -36,7 +36,7 @@ def _sibling_imports(path: Path) -> set[str]:
 
 def test_each_part_is_a_short_module_and_the_parts_import_no_cycle():
     parts = {p.stem: _sibling_imports(p) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__init__"}
-    assert set(parts) == {"assets", "downloads", "figures", "metrics", "pages", "provenance", "rerun"}
+    assert set(parts) == {"assets", "downloads", "figures", "metrics", "pages", "provenance", "references", "rerun"}
     long = {p.name: n for p in PACKAGE.glob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert not long, f"split these modules (over 400 lines): {long}"
     assert not any("__init__" in imported for imported in parts.values()), parts
@@ -82,7 +82,7 @@ def test_setup_connects_every_part():
     assert app.nodes == [pages.kmt_placeholder, metrics.kmt_metric]
     assert app.roles == {"metric": metrics.metric_role}
     assert set(app.directives) == {"figure-list", "chapter-runs", "build-environment", "book-citation",
-                                   "figure-citation"}
+                                   "figure-citation", "reference-check"}
     handlers = {(event, handler, priority) for event, handler, priority in app.handlers}
     for expected in [("config-inited", figures.set_book_url, 500), ("config-inited", assets.use_local_mathjax, 500),
                      ("builder-inited", assets.write_css, 500), ("env-purge-doc", pages.forget_page, 500),

@@ -5,6 +5,7 @@ The small projects built here load the whole extension, so the citation test of 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,23 @@ def test_the_published_address_comes_from_one_place(tmp_path, monkeypatch):
     assert 'href="https://readers.invalid/kmt-book/01_demo.html"' in page
     cff = yaml.safe_load((tmp_path / "html" / "CITATION.cff").read_text())
     assert cff["url"] == "https://readers.invalid/kmt-book/"
+
+
+def test_the_reference_table_shows_the_comparison_and_a_moved_number_fails_the_build(tmp_path):
+    from kmtbook.reference_metrics import reference_path, write_references
+
+    # a repository around the project: the table reads the quick profile's references there
+    (tmp_path / "kmtlib").mkdir()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "data" / "book_build").mkdir(parents=True)
+    entry = {"value": 0.5, "kind": "sampled", "tolerance": 0.01, "reason": "three standard errors", "commit": "c0"}
+    write_references(reference_path(tmp_path, "quick"), "quick", {"01_demo:gap": entry})
+    src = _project(tmp_path, "```{reference-check}\n```", {"gap": 0.505})
+    built = _build(src)
+    assert built.returncode == 0, built.stderr
+    html = (tmp_path / "html" / "index.html").read_text()
+    assert "01_demo:gap" in html and "within" in html and "three standard errors" in html
+    (tmp_path / "results" / "metrics.json").write_text(json.dumps({"gap": 0.52, "run_id": RUN}))
+    shutil.rmtree(tmp_path / "html")  # (a new build: the chapters ran again)
+    built = _build(src)
+    assert built.returncode != 0 and "01_demo:gap moved from its reference 0.5 to 0.52" in built.stderr

@@ -31,11 +31,14 @@ has, so a new chapter needs no registration anywhere:
 * **Provenance.** ``chapter-runs`` tabulates, for every chapter, the profile, device, seed and
   sizes of the run shown on its page (read back from the line ``Chapter.describe`` printed) and
   the execution time; ``build-environment`` lists the package versions of the build.
+* **Numbers held to a reference.** ``reference-check`` sets every published number of the build
+  beside the reference build's (:mod:`kmtbook.reference_metrics`), with its tolerance and status;
+  a number that moved beyond its tolerance is a build warning (an error under ``-W``).
 
 One module per part, which :func:`setup` connects to Sphinx's events: :mod:`.pages` (the page
 register every part reads, the table placeholders, the data-aware cache), :mod:`.metrics`,
 :mod:`.rerun` (the rerun box and its parameter table), :mod:`.figures` (the figure register and the
-citations), :mod:`.downloads`, :mod:`.provenance` and :mod:`.assets` (MathJax, the style sheet, the
+citations), :mod:`.downloads`, :mod:`.provenance`, :mod:`.references` and :mod:`.assets` (MathJax, the style sheet, the
 theme's page context). A part imports :mod:`.pages` (and :mod:`.provenance` also :mod:`.figures`),
 never this package.
 """
@@ -69,6 +72,7 @@ from .pages import (
     skip_node,
 )
 from .provenance import environment_table, runs_table
+from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
 
 # The public helpers of the parts (the tests and the READMEs' command checks use them), and the two
@@ -93,7 +97,8 @@ def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
 
 
 def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    makers = {"figures": figures_table, "runs": runs_table, "environment": environment_table}
+    makers = {"figures": figures_table, "runs": runs_table, "environment": environment_table,
+              "references": reference_table}
     many = {"citation": book_citation, "figure-citation": figure_citation_example}
     for node in list(doctree.findall(kmt_placeholder)):
         kind = node["kind"]
@@ -123,6 +128,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("figure-list", placeholder_directive("figures"))
     app.add_directive("chapter-runs", placeholder_directive("runs"))
     app.add_directive("build-environment", placeholder_directive("environment"))
+    app.add_directive("reference-check", placeholder_directive("references"))
     app.add_directive("book-citation", placeholder_directive("citation"))
     app.add_directive("figure-citation", placeholder_directive("figure-citation", argument=True))
     app.connect("config-inited", set_book_url)

@@ -1,0 +1,61 @@
+"""The spread over training seeds against the paper's error bars (kmtbook.seed_spread)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from kmtbook.seed_spread import main, shipped_table, spread_against_paper, spread_reading
+
+
+def test_three_seeds_against_the_papers_value():
+    s = spread_against_paper([5.02, 4.98, 5.06], 5.00)
+    assert s["n_seeds"] == 3 and s["median"] == 5.02 and s["min"] == 4.98 and s["max"] == 5.06
+    assert s["range"] == pytest.approx(0.08)
+    assert s["sd_from_range"] == pytest.approx(0.08 / 1.693)
+    assert s["expected_range_10"] == pytest.approx(0.08 / 1.693 * 3.078)
+    assert s["paper_minus_median"] == pytest.approx(-0.02)
+    assert s["paper_within_range"] and s["paper_within_expected_ribbon"]
+    # a paper value beyond half the expected ten-seed width (0.0727) from our median
+    far = spread_against_paper([5.02, 4.98, 5.06], 5.02 - 0.08)
+    assert not far["paper_within_range"] and not far["paper_within_expected_ribbon"]
+    assert "outside half that width" in spread_reading("trained layer", far)
+    assert "inside half that width" in spread_reading("trained layer", s)
+
+
+def test_ten_seeds_use_their_own_range_and_an_even_count_its_middle_pair():
+    values = [5.0 + 0.01 * i for i in range(10)]
+    s = spread_against_paper(values, 5.0)
+    assert s["median"] == pytest.approx(5.045)  # the mean of the two middle values
+    assert s["expected_range_10"] == pytest.approx(s["range"])  # ten seeds: the range itself
+
+
+def test_one_seed_has_no_spread_and_bad_input_is_named():
+    s = spread_against_paper([5.0], 5.0)
+    assert math.isnan(s["sd_from_range"]) and not s["paper_within_expected_ribbon"]
+    assert "no spread" in spread_reading("Lloyd", s)
+    with pytest.raises(ValueError, match="per_seed"):
+        spread_against_paper([], 5.0)
+    with pytest.raises(ValueError, match="at most 10"):
+        spread_against_paper([5.0] * 11, 5.0)
+
+
+def test_the_shipped_table_lists_every_run(tmp_path, capsys):
+    seeds = ((153476998, 0.0), (235510766, 0.02), (205084180, 0.04), (129959864, 0.2))
+    index = {f"{e}_seed{s}": {"seed": s, "final_val_log_objective": base + dv, "final_val_rel_objective": 1.0,
+                              "steps": 10_000, "wall_s": 1200.0}
+             for e, base in (("onehot", 5.4), ("none", 5.6)) for s, dv in seeds}
+    rows = shipped_table(index)
+    assert len(rows) == 8 and {r["width"] for r in rows} == {"d", "d+k"} and rows[0]["wall_min"] == 20.0
+    path = tmp_path / "index.json"
+    path.write_text(json.dumps(index))
+    assert main(["--index", str(path)]) == 0
+    out = capsys.readouterr().out
+    # the first three of the paper's seeds, then all four
+    assert "width d+k, first 3 seeds: median final validation log-objective 5.420" in out
+    assert "width d+k, all 4 seeds: median final validation log-objective 5.430" in out
+    path.write_text("{")
+    with pytest.raises(SystemExit):
+        main(["--index", str(path)])
