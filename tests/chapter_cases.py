@@ -38,7 +38,8 @@ def check_01(m: Metrics) -> None:
 
 def check_02(m: Metrics) -> None:
     assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
-    assert set(m["figures"]) == {"fig-theorem21-weights", "fig-empty-and-tie", "fig-numerical-validation"}
+    assert set(m["figures"]) == {"fig-layer-circuit", "fig-theorem21-weights", "fig-empty-and-tie",
+                                 "fig-numerical-validation"}
     # Theorem 2.1: the limit models are Lloyd (empty cluster -> mean of all points) on tie-free tasks.
     assert m["exact_tasks"] >= 20 and m["exact_tasks_with_empty"] >= 1
     for form in ("linear", "attention", "identity", "dense"):
