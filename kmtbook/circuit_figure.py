@@ -167,13 +167,12 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
 
     # Encoder-decoder cross-attention: keys and values of CAX are the centre tokens, those of CAC
     # the updated point tokens (the centre update reads X^(t+1), Theorem 2.1's layer equation).
-    cross = dict(colour=COLOURS["cross"], ls="--")
     ax.plot([0.72, 3.6, 3.6], [c_hi - 0.05, c_hi - 0.05, 7.2], color=COLOURS["cross"], lw=1.2, ls="--")
-    _arrow(ax, (3.6, 7.2), (block_x, 7.2), **cross)
+    _arrow(ax, (3.6, 7.2), (block_x, 7.2), colour=COLOURS["cross"], ls="--")
     ax.text(3.5, 4.0, "keys, values:\n" + r"centres $\bar C^{(t)}$", ha="right", va="center", fontsize=8,
             color=COLOURS["cross"])
     ax.plot([11.66, 11.66, 8.4, 8.4], [xo_lo, 4.4, 4.4, 3.9], color=COLOURS["cross"], lw=1.2, ls="--")
-    _arrow(ax, (8.4, 3.9), (8.4, 3.55), **cross)
+    _arrow(ax, (8.4, 3.9), (8.4, 3.55), colour=COLOURS["cross"], ls="--")
     ax.text(8.55, 3.95, "keys, values: updated\n" + r"points $\bar X^{(t+1)}$", ha="left", va="center", fontsize=8,
             color=COLOURS["cross"])
     ax.text(3.0, x_mid - 0.28, "queries", ha="left", va="top", fontsize=8, color="0.3")

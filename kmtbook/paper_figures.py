@@ -25,6 +25,7 @@ REPRODUCES: dict[str, str] = {
     "fig-theorem21-weights": BEYOND,
     "fig-empty-and-tie": BEYOND,
     "fig-numerical-validation": "Fig. 3",
+    "fig-fig3-motion": "Fig. 3, step by step (a still of its animation)",
     # 03: finite temperature
     "fig-gamma-sweep": "the parameter-sweep heat maps (probably Fig. 8; the number is not certain)",
     "fig-gap-vs-gamma": BEYOND,
@@ -37,6 +38,7 @@ REPRODUCES: dict[str, str] = {
     "fig-live-multistep": BEYOND,
     "fig-shipped-training": BEYOND,
     "fig-main-result": "Fig. 4a",
+    "fig-trained-motion": BEYOND,
     # 06: tokens of width d
     "fig-ablation-multistep": "Fig. 4b",
     "fig-ablation-training": BEYOND,

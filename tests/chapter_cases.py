@@ -39,7 +39,7 @@ def check_01(m: Metrics) -> None:
 def check_02(m: Metrics) -> None:
     assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-layer-circuit", "fig-theorem21-weights", "fig-empty-and-tie",
-                                 "fig-numerical-validation"}
+                                 "fig-numerical-validation", "fig-fig3-motion"}
     # Theorem 2.1: the limit models are Lloyd (empty cluster -> mean of all points) on tie-free tasks.
     assert m["exact_tasks"] >= 20 and m["exact_tasks_with_empty"] >= 1
     for form in ("linear", "attention", "identity", "dense"):
@@ -115,7 +115,7 @@ def check_05(m: Metrics) -> None:
     assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
     assert len(m["live_val_rel_objective"]) == 3  # steps 0, 10, 20
     assert set(m["figures"]) == {"fig-smoothed-bound", "fig-live-training", "fig-live-multistep",
-                                 "fig-shipped-training", "fig-main-result"}
+                                 "fig-shipped-training", "fig-main-result", "fig-trained-motion"}
     # The smoothed loss bounds the objective from above and tightens as the inverse temperature grows.
     assert m["bound_min_ratio"] >= 1 - 1e-9
     for i in range(3):
