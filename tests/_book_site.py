@@ -236,6 +236,11 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
     register: [...document.querySelectorAll('table.kmt-figures')].map(t => ({
       header: [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()),
       rows: [...t.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(c => c.innerText.trim())),
+      thumbnails: [...t.querySelectorAll('tbody tr')].map(tr => {
+        const img = tr.querySelector('img.kmt-thumbnail');
+        return img ? {loaded: img.complete && img.naturalWidth > 0, width: img.getBoundingClientRect().width,
+                      href: (img.closest('a') || {}).href || null} : null;
+      }),
     })),
     // A parameter table is clipped when it reaches past the content column, needs a horizontal scroll
     // bar in its container, or a cell's text overflows the cell.

@@ -295,8 +295,8 @@ def test_links_resolve(pages):
 
 
 def test_figure_register_and_files(pages, html):
-    """The figures page lists every figure once, with the paper figure it reproduces and PNG and PDF
-    files of stable names."""
+    """The figures page lists every figure once, with a thumbnail that links to it, the paper figure
+    it reproduces and PNG and PDF files of stable names."""
     every = [f["id"] for name, page in pages.items() if re.match(r"book/\d", name) for f in page["figures"]]
     assert len(every) == len(set(every)), "figure labels must be unique across the book"
     register = pages["book/figures.html"]
@@ -307,6 +307,10 @@ def test_figure_register_and_files(pages, html):
     unstated = [label for label, what in reproduces.items()
                 if not (what == "beyond the paper" or re.match(r"(Fig\.|Table) \d|the ", what))]
     assert not unstated, f"the register does not say what these figures reproduce: {unstated}"
+    missing = [row[0].split()[0:2] for row, thumb in zip(table["rows"], table["thumbnails"])
+               if not (thumb and thumb["loaded"] and thumb["width"] > 40 and thumb["href"].endswith("#" + re.search(
+                   r"fig-[\w-]+", row[0]).group(0)))]
+    assert not missing, f"figures without a thumbnail that links to them: {missing}"
     base = register["base"]
     for label in every:
         png = f"{base}figures/{label}.png"
@@ -354,6 +358,13 @@ def test_citation_metadata_agrees():
     cite = (site.BOOK / "cite.md").read_text()
     assert "@inproceedings{clarkson2026transformer" in cite and "```{book-citation}" in cite
     assert f"ersion {version}" not in cite and not PLACEHOLDERS.search(cite)
+    # the licence for reuse, as the repository states it, on the cite page and the figures page
+    assert cff["license"] == "MIT" and (site.ROOT / "LICENSE").read_text().startswith("MIT License")
+    for page in ("cite.md", "figures.md"):
+        assert "MIT licence" in (site.BOOK / page).read_text(), f"{page} states no licence for reuse"
+    # what a published copy adds, in the reader's words, not the build's configuration names
+    assert "a published copy adds" in cite.lower()
+    assert not re.search(r"html_baseurl|\$\{\{|KMT_[A-Z_]+|github\.server_url", cite)
 
 
 def _layout_problems(name: str, seen: dict, allow_scroll: bool) -> list[str]:

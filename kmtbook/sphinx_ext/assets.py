@@ -57,6 +57,9 @@ table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
    that is left, and a figure's label may break after a hyphen */
 table.kmt-figures { width: 100%; }
 table.kmt-figures code span.pre { white-space: normal; }
+/* a thumbnail per figure, above its number: as wide as its column allows, at most 160 px */
+table.kmt-figures img.kmt-thumbnail { display: block; width: 100%; max-width: 160px; height: auto;
+  border: 1px solid var(--pst-color-border, #ccc); background: #fff; }
 /* tables in the text (the index's results table): a smaller type and padding, so that four columns
    with formulas fit the content column of a 1280 px window; wider ones scroll in their container */
 .bd-article .pst-scrollable-table-container > table { font-size: 0.85em; }
@@ -77,6 +80,12 @@ table.kmt-figures code span.pre { white-space: normal; }
     overflow-wrap: normal; word-break: normal; }
   .kmt-rerun table.kmt-parameters td:last-child { min-width: 12em; }
 }
+/* the step-through animations (matplotlib's HTML): the frame scales to the column, the buttons wrap */
+.bd-article .animation { max-width: 100%; }
+.bd-article .animation img { max-width: 100%; height: auto; }
+.bd-article .animation .anim-slider { width: 100%; max-width: 100%; }
+.bd-article .animation .anim-buttons { display: flex; flex-wrap: wrap; gap: 2px; }
+.bd-article .animation .anim-buttons button { min-width: 2.2em; }
 p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
 p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """
