@@ -212,6 +212,8 @@ def check_10(m: Metrics) -> None:
         "fig-variant-kmedoids",
         "fig-variant-comparison",
     }
+    # the robust variant's figure: its legends over no line, no label outside its panel
+    assert not [p for p in m["figure_problems"] if p.startswith("fig-variant-robust:")], m["figure_problems"]
     # Every circuit equals its reference (float64) and the references equal the peers.
     assert m["soft_all_finite"] is True and m["soft_max_diff"] <= 1e-10 and m["soft_gamma1e8_vs_lloyd"] <= 1e-9
     # (the comparisons run on the tasks whose assignments have a margin: ties are decided by rounding)
@@ -300,6 +302,9 @@ def check_09(m: Metrics) -> None:
 
 
 def check_11(m: Metrics) -> None:
+    # the speed figures: the speed-up labels inside their panels, the target line in a legend over no bar
+    assert not [p for p in m["figure_problems"] if p.startswith(("fig-perf-training-sweeps:", "fig-perf-lloyd:"))], \
+        m["figure_problems"]
     # The authors' script is quoted from an independent rerun: 60 minutes for 10 000 steps (not measured here).
     assert m["authors_s_per_step"] == 0.36
     # the paper's whole set, planned by kmtbook.paper_sweep and timed from the shipped runs' manifests

@@ -10,6 +10,8 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from .pages import _shown_image
+
 logger = logging.getLogger(__name__)
 
 MATHJAX_DEFAULT_PREFIX = "https://cdn.jsdelivr.net/npm/mathjax@3"
@@ -50,7 +52,11 @@ def copy_mathjax(app: Sphinx) -> None:
 
 
 CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
-.kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* a command wraps at its spaces; a word longer than the box (a path) scrolls in the box, unbroken */
+.kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: normal; word-break: normal; overflow-x: auto; }
+/* a long name in running text (a function's dotted path) may break on a phone rather than widen the page */
+.bd-article :is(p, li, dd) code.literal, .bd-article :is(p, li, dd) code.literal span.pre {
+  white-space: normal; overflow-wrap: anywhere; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
 /* the register of figures fits the content column of a 1280 px window: the captions take the room
@@ -79,6 +85,30 @@ table.kmt-figures img.kmt-thumbnail { display: block; width: 100%; max-width: 16
   .kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
     overflow-wrap: normal; word-break: normal; }
   .kmt-rerun table.kmt-parameters td:last-child { min-width: 12em; }
+}
+/* the index's results table (claim, the paper, this build, chapter): compact on a desktop; on a
+   phone each claim is a card of four labelled lines, so that nothing waits off to the right */
+table.kmt-results { width: 100%; font-size: 0.8em; }
+table.kmt-results :is(th, td) { padding: 0.25rem 0.4rem; vertical-align: top; }
+table.kmt-results td:first-child { width: 34%; }
+table.kmt-results td:nth-child(2) { width: 20%; }
+table.kmt-results td:last-child { width: 14%; }
+@media (max-width: 640px) {
+  table.kmt-results thead { display: none; }
+  table.kmt-results, table.kmt-results tbody, table.kmt-results tr, table.kmt-results td {
+    display: block; width: 100% !important; }
+  table.kmt-results tr { border-bottom: 2px solid var(--pst-color-border, #ccc); padding: 0.3rem 0; }
+  table.kmt-results td { border: none; padding: 0.1rem 0.2rem; }
+  table.kmt-results td::before { display: block; font-weight: 600; font-size: 0.9em; }
+  table.kmt-results td:nth-child(1)::before { content: "Claim"; }
+  table.kmt-results td:nth-child(2)::before { content: "The paper"; }
+  table.kmt-results td:nth-child(3)::before { content: "This build"; }
+  table.kmt-results td:nth-child(4)::before { content: "Chapter"; }
+}
+/* a wide figure on a phone: shown at a readable width, it scrolls sideways in its own box */
+@media (max-width: 640px) {
+  .bd-article figure.kmt-wide-figure { overflow-x: auto; }
+  .bd-article figure.kmt-wide-figure img { max-width: none; width: 640px; height: auto; }
 }
 /* the step-through animations (matplotlib's HTML): the frame scales to the column, the buttons wrap */
 .bd-article .animation { max-width: 100%; }
@@ -118,3 +148,39 @@ def tidy_page(app: Sphinx, pagename: str, templatename: str, context: dict, doct
         context["script_files"] = unique
     if not context.get("default_mode"):
         context["default_mode"] = app.config.kmt_default_mode
+
+
+RESULTS_HEADER = ["claim", "the paper", "this build", "chapter"]
+"""The columns of the index's results table, which :func:`mark_tables` styles as ``kmt-results``."""
+
+WIDE_FIGURE = 1.9
+"""Width over height from which a figure is wide (a row of panels): on a phone it scrolls in its box."""
+
+
+def _png_aspect(path: str) -> float | None:
+    """Width over height of a PNG, read from its header; None if it is not a readable PNG."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    if len(head) < 24 or not head.startswith(b"\x89PNG"):
+        return None
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    return width / height if height else None
+
+
+def mark_tables(app: Sphinx, doctree, docname: str) -> None:
+    """Classes for the style sheet: ``kmt-results`` on a table whose header is :data:`RESULTS_HEADER`,
+    ``kmt-wide-figure`` on a figure whose image is at least :data:`WIDE_FIGURE` times as wide as tall."""
+    from docutils import nodes
+
+    for table in doctree.findall(nodes.table):
+        head = next(table.findall(nodes.thead), None)
+        if head is not None and [e.astext().strip().lower() for e in head.findall(nodes.entry)] == RESULTS_HEADER:
+            table["classes"].append("kmt-results")
+    for figure in doctree.findall(nodes.figure):
+        shown = _shown_image(app, figure)
+        aspect = _png_aspect(shown) if shown else None
+        if aspect is not None and aspect >= WIDE_FIGURE:
+            figure["classes"].append("kmt-wide-figure")
