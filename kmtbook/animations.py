@@ -165,15 +165,17 @@ def self_contained_html(animation: FuncAnimation) -> str:
     return html
 
 
-def save_animation(animation: FuncAnimation, path: Path | str, title: str) -> Path:
-    """Write the animation as a page of its own (self-contained HTML) and return its path."""
+def save_animation(animation: FuncAnimation | str, path: Path | str, title: str) -> Path:
+    """Write the animation (or its :func:`self_contained_html`, made once for the page and the file)
+    as a page of its own and return its path."""
     path = Path(path)
     if path.suffix != ".html":
         raise ValueError(f"an animation is saved as .html, got {path.name!r}")
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}</style></head>\n"
-            f"<body>\n<p>{title}</p>\n{self_contained_html(animation)}\n</body></html>\n")
+            f"<body>\n<p>{title}</p>\n{animation if isinstance(animation, str) else self_contained_html(animation)}"
+            "\n</body></html>\n")
     path.write_text(page, encoding="utf-8")
     return path
 

@@ -59,6 +59,8 @@ def test_a_still_is_the_frame_of_its_step(tmp_path):
     assert fig._suptitle.get_text().endswith("step 2 of 2")
     page = save_animation(animation, tmp_path / "motion.html", "a title")
     assert page.read_text().startswith("<!DOCTYPE html>") and "a title" in page.read_text()
+    html = self_contained_html(animation)
+    assert html in save_animation(html, tmp_path / "again.html", "a title").read_text()
     with pytest.raises(ValueError, match=r"\.html"):
         save_animation(animation, tmp_path / "motion.gif", "a title")
 
