@@ -67,10 +67,19 @@ def _data_points(ax) -> np.ndarray:
     return every[np.isfinite(every).all(axis=1)]
 
 
+def _renderer(fig: Figure):
+    """The figure drawn once, and its renderer (a figure made without pyplot gets an Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()  # type: ignore[attr-defined]
+
+
 def legends_over_data(fig: Figure) -> list[str]:
     """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points"."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    renderer = _renderer(fig)
     problems = []
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -89,8 +98,7 @@ def legends_over_data(fig: Figure) -> list[str]:
 
 def labels_outside_panels(fig: Figure) -> list[str]:
     """A panel's annotations (``ax.text``, ``ax.annotate``) that reach outside the panel."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    renderer = _renderer(fig)
     problems = []
     for ax in fig.axes:
         panel = ax.get_window_extent(renderer)

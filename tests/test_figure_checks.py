@@ -47,6 +47,16 @@ def test_a_legend_over_the_lines_is_found_and_one_beside_them_is_not():
     plt.close(fig)
 
 
+def test_a_figure_made_without_pyplot_is_checked():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(loc="center")
+    assert legends_over_data(fig) and not labels_outside_panels(fig)
+
+
 def test_a_label_outside_its_panel_is_found():
     # the fault of Fig. 11.1: "1.9x" written past the end of its bar, outside the panel
     fig, ax = plt.subplots(figsize=(4, 3))
