@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.animation import FuncAnimation
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -80,8 +81,8 @@ def animate_runs(
     its centres (triangles; circles: the initial ones) and their paths so far, and every run's
     objective up to t. For d > 2 everything is drawn in the plane of the points' two leading principal
     directions. ``panels``: how many of the runs (the first ones) get a panel of points; the others
-    appear in the objective only (default: all). Returns the animation and its figure (draw a still
-    with ``animation._func(t)``)."""
+    appear in the objective only (default: all). Returns the animation and its figure (for a still,
+    :func:`show_step`, then save the figure)."""
     T = _check_runs(X, runs)
     panels = len(runs) if panels is None else panels
     if not 1 <= panels <= len(runs):
@@ -134,8 +135,20 @@ def animate_runs(
         caption.set_text(f"{title}: {step_name} {t} of {T}")
         return [*scatters, *heads, *markers, caption, *(line for lines in trails for line in lines)]
 
-    draw(0)
-    return FuncAnimation(fig, draw, frames=T + 1, interval=700, blit=False), fig
+    FigureCanvasAgg(fig)
+    animation = FuncAnimation(fig, draw, frames=T + 1, interval=700, blit=False)
+    # An animation draws its first frame at the figure's first draw; drawing once here spends that,
+    # so that a still set by show_step stays what later draws (savefig) show.
+    fig.canvas.draw()
+    return animation, fig
+
+
+def show_step(animation: FuncAnimation, step: int) -> None:
+    """Set the animation's figure to the frame of ``step`` (a still for print: save the figure next)."""
+    frames = animation._save_count if animation._save_count is not None else None  # type: ignore[attr-defined]
+    if step < 0 or (frames is not None and step >= frames):
+        raise ValueError(f"step must be between 0 and {frames - 1 if frames else '?'}, got {step}")
+    animation._func(step)  # type: ignore[attr-defined]
 
 
 # matplotlib's controls use Font Awesome icons from a CDN; the page must read offline.

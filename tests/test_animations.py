@@ -19,6 +19,7 @@ from kmtbook.animations import (
     runs_from,
     save_animation,
     self_contained_html,
+    show_step,
 )
 
 
@@ -55,8 +56,11 @@ def test_a_still_is_the_frame_of_its_step(tmp_path):
     X, result = _task(d=5, steps=2)
     animation, fig = animate_runs(X[0], runs_from({"a": result, "b": result}, 0), title="t", dpi=30, panels=1)
     assert len(fig.axes) == 2  # one panel of points, the objective
-    animation._func(2)
-    assert fig._suptitle.get_text().endswith("step 2 of 2")
+    show_step(animation, 1)
+    fig.canvas.draw()  # a later draw (savefig) keeps the still
+    assert fig._suptitle.get_text().endswith("step 1 of 2")
+    with pytest.raises(ValueError, match="step"):
+        show_step(animation, 3)
     page = save_animation(animation, tmp_path / "motion.html", "a title")
     assert page.read_text().startswith("<!DOCTYPE html>") and "a title" in page.read_text()
     html = self_contained_html(animation)
