@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
@@ -129,6 +130,7 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
     no construction is known, so no Lloyd step is written). Returns the figure; drawing needs no data."""
     width = "d + k" if scratch else "d"
     fig = Figure(figsize=(13, 8.2))
+    FigureCanvasAgg(fig)  # a canvas of its own: the notebook displays it and savefig draws it
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 14)
     ax.set_ylim(0, 8.8)

@@ -53,10 +53,13 @@ def copy_mathjax(app: Sphinx) -> None:
 
 CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
 /* a command wraps at its spaces; a word longer than the box (a path) scrolls in the box, unbroken */
-.kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: normal; word-break: normal; overflow-x: auto; }
-/* a long name in running text (a function's dotted path) may break on a phone rather than widen the page */
-.bd-article :is(p, li, dd) code.literal, .bd-article :is(p, li, dd) code.literal span.pre {
-  white-space: normal; overflow-wrap: anywhere; }
+.kmt-rerun div.kmt-command pre, .kmt-rerun div.kmt-command pre * {
+  white-space: pre-wrap; overflow-wrap: normal !important; word-break: normal !important; }
+.kmt-rerun div.kmt-command pre { overflow-x: auto; }
+/* a word longer than its line (a function's dotted path, an address) breaks rather than widen the
+   page; a word that fits is never broken (break-word, unlike anywhere, leaves table widths alone) */
+.bd-article :is(p, li, dd, blockquote) { overflow-wrap: break-word; }
+.bd-article :is(p, li, dd) code.literal span.pre { white-space: normal; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
 /* the register of figures fits the content column of a 1280 px window: the captions take the room
@@ -71,12 +74,13 @@ table.kmt-figures img.kmt-thumbnail { display: block; width: 100%; max-width: 16
 .bd-article .pst-scrollable-table-container > table { font-size: 0.85em; }
 .bd-article .pst-scrollable-table-container > table :is(th, td) { padding: 0.3rem 0.45rem; }
 .bd-article .pst-scrollable-table-container > table code span.pre { white-space: normal; }
-/* the parameters of a chapter: every cell wraps, so that the table fits the content column */
-.kmt-rerun table.kmt-parameters { width: 100%; table-layout: fixed; font-size: 0.85em; }
+/* the parameters of a chapter: the columns take the width their whole words need (a name such as
+   example_n is never cut) and the meanings wrap at their spaces, so that the table fits the column */
+.kmt-rerun table.kmt-parameters { width: 100%; table-layout: auto; font-size: 0.85em; }
 .kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td {
-  vertical-align: top; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
+  vertical-align: top; white-space: normal; overflow-wrap: break-word; word-break: normal; }
 .kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
-  white-space: normal; overflow-wrap: anywhere; }
+  white-space: normal; overflow-wrap: normal; }
 /* on a phone the parameter table keeps its words whole: it takes the width its words need and
    scrolls sideways in its container (pydata's .pst-scrollable-table-container) when that is more */
 @media (max-width: 640px) {
