@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
@@ -129,8 +128,10 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
     the Lloyd step of each block); ``scratch=False`` the ablation's layer of width d (learned weights;
     no construction is known, so no Lloyd step is written). Returns the figure; drawing needs no data."""
     width = "d + k" if scratch else "d"
-    fig = Figure(figsize=(13, 8.2))
-    FigureCanvasAgg(fig)  # a canvas of its own: the notebook displays it and savefig draws it
+    import matplotlib.pyplot as plt
+
+    # a pyplot figure: a notebook shows it at the end of the cell, as every other figure of the book
+    fig = plt.figure(figsize=(13, 8.2))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 14)
     ax.set_ylim(0, 8.8)

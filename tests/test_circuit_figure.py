@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import matplotlib
+import matplotlib.pyplot
 import pytest
 import torch
 
@@ -21,11 +22,7 @@ def _texts(fig):
 
 
 def _figure(scratch: bool):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    fig = plot_layer_circuit(scratch=scratch)
-    FigureCanvasAgg(fig)
-    return fig
+    return plot_layer_circuit(scratch=scratch)  # a pyplot figure (Agg, see above)
 
 
 def test_the_blocks_are_the_theorems_in_its_order():
@@ -58,6 +55,7 @@ def test_the_figure_names_blocks_widths_and_lloyd_steps(scratch):
     assert ("width d + k" in text) == scratch and "width d" in text
     assert ("Lloyd: assign" in text) == scratch and ("Lloyd: average" in text) == scratch
     assert "residual" in text and "keys, values" in text
+    matplotlib.pyplot.close(fig)
 
 
 @pytest.mark.parametrize("scratch", [True, False])
@@ -71,3 +69,4 @@ def test_no_text_leaves_the_figure_or_overlaps_another(scratch):
     overlapping = [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
                    if box_a.overlaps(box_b) and a != "+" and b != "+"]
     assert not overlapping, f"overlapping text: {overlapping[:5]}"
+    matplotlib.pyplot.close(fig)
