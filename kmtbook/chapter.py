@@ -123,6 +123,7 @@ class Chapter:
             raise ParameterError(f"parameter output_dir: the folder {self.output_dir} is not writable")
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []
+        self.figure_problems: list[str] = []
         # Names this run: printed by describe() into the executed notebook and stored in metrics.json,
         # so the book build can tell whether the files in output_dir belong to the page it renders.
         self.run_id = (
@@ -161,9 +162,20 @@ class Chapter:
             return str(path)
 
     def save_figure(self, fig, label: str) -> None:
-        """Write ``<label>.png`` and ``<label>.pdf`` into the output folder."""
+        """Write ``<label>.png`` and ``<label>.pdf`` into the output folder.
+
+        A figure with a template plural ("3 model(s)") is refused; a legend over plotted points or a
+        label outside its panel (:mod:`kmtbook.figure_checks`) is recorded in ``metrics.json``
+        under ``figure_problems``, which the chapters' tests read."""
         if not label.startswith("fig-"):
             raise ValueError(f"figure labels start with 'fig-', got {label!r}")
+        from .figure_checks import figure_problems, template_plurals  # matplotlib: only when drawing
+
+        plurals = template_plurals(fig)
+        if plurals:
+            raise ValueError(f"figure {label}: write the number's own form (kmtbook.figure_checks.plural), "
+                             f"not a template plural: {plurals}")
+        self.figure_problems += [f"{label}: {problem}" for problem in figure_problems(fig)]
         fig.savefig(self.output_dir / f"{label}.png", dpi=150, bbox_inches="tight")
         fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight")
         self.figures.append(label)
@@ -201,6 +213,7 @@ class Chapter:
             "seed": self.seed,
             **{f"param_{k}": _plain(v) for k, v in self.sizes.items()},
             "figures": list(self.figures),
+            "figure_problems": list(self.figure_problems),
             "kmtlib_version": __version__,
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .dynamics import seed_bands
+from .figure_checks import plural
 from .plotting import plot_band
 
 WIDTH = {"onehot": "$d_{emb}=d+k$", "data": "$d_{emb}=d$"}
@@ -94,9 +95,9 @@ def sweep_figure(
             (diverged[field] == value) & np.logical_and.reduce([diverged[f] == v for f, v in fixed.items()])
         ]
         if len(gone):
-            t += f"\n({len(gone)} run(s) diverged)"
+            t += f"\n({plural(len(gone), 'run')} diverged)"
         if len(sel) and sel.run.isin(borrowed.run).any():
-            t += "\n(from data/weights)"
+            t += "\n(first steps of the main runs)"
         axes[0, col].set_title(t, fontsize=10)
         axes[1, col].set_xlabel("training step")
         if counts[value]:

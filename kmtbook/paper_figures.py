@@ -21,9 +21,11 @@ REPRODUCES: dict[str, str] = {
     "fig-lloyd-trajectory": BEYOND,
     "fig-seeding": BEYOND,
     # 02: Theorem 2.1
+    "fig-layer-circuit": "the circuit of the paper's overview figure (its panel B; the number 1 is not certain)",
     "fig-theorem21-weights": BEYOND,
     "fig-empty-and-tie": BEYOND,
     "fig-numerical-validation": "Fig. 3",
+    "fig-fig3-motion": "Fig. 3, step by step (a still of its animation)",
     # 03: finite temperature
     "fig-gamma-sweep": "the parameter-sweep heat maps (probably Fig. 8; the number is not certain)",
     "fig-gap-vs-gamma": BEYOND,
@@ -36,6 +38,7 @@ REPRODUCES: dict[str, str] = {
     "fig-live-multistep": BEYOND,
     "fig-shipped-training": BEYOND,
     "fig-main-result": "Fig. 4a",
+    "fig-trained-motion": BEYOND,
     # 06: tokens of width d
     "fig-ablation-multistep": "Fig. 4b",
     "fig-ablation-training": BEYOND,

@@ -225,6 +225,9 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
     })(),
     notebookDownload: [...document.querySelectorAll('a[href$=".ipynb"]')].map(a => a.href),
     mainText: (document.querySelector('main') || document.body).innerText,
+    // a table cell pandas cut short ("... 2 threads (th...")
+    cutCells: [...document.querySelectorAll('main td, article td')].map(td => td.innerText.trim())
+      .filter(t => t.length > 3 && /[^.]\.\.\.$/.test(t)).map(t => t.slice(-60)),
     pageCite: [...document.querySelectorAll('.kmt-cite-page')].map(p => p.innerText),
     figureCites: [...document.querySelectorAll('figure[id]')].map(f => {
       // the line "Cite this figure" follows the figure
@@ -236,6 +239,11 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
     register: [...document.querySelectorAll('table.kmt-figures')].map(t => ({
       header: [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()),
       rows: [...t.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(c => c.innerText.trim())),
+      thumbnails: [...t.querySelectorAll('tbody tr')].map(tr => {
+        const img = tr.querySelector('img.kmt-thumbnail');
+        return img ? {loaded: img.complete && img.naturalWidth > 0, width: img.getBoundingClientRect().width,
+                      href: (img.closest('a') || {}).href || null} : null;
+      }),
     })),
     // A parameter table is clipped when it reaches past the content column, needs a horizontal scroll
     // bar in its container, or a cell's text overflows the cell.
@@ -325,14 +333,17 @@ const tables = [...main.querySelectorAll('table')].filter(t => t.getBoundingClie
   const holder = scroller(t);
   const past = box.right > column.right + 1 || box.left < column.left - 1;
   return {table: name(t), width: Math.round(box.width), column: Math.round(column.width),
+          height: Math.round(box.height), rows: t.querySelectorAll('tbody tr').length,
           cutOff: past && !holder,
           scrolls: !!holder && holder.scrollWidth > holder.clientWidth + 1,
           holder: holder ? `${holder.className}: ${holder.scrollWidth} px in ${holder.clientWidth} px` : null};
 });
 const broken = [];
-const unwrapped = 'pre, script, style, mjx-container, .kmt-command';
+const unwrapped = 'pre, script, style, mjx-container';
+// the rerun box's commands wrap at their spaces only: a word there is checked too
 const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT, {acceptNode: n =>
-  (n.parentElement.closest('table, .kmt-rerun') && !n.parentElement.closest(unwrapped))
+  (n.parentElement.closest('table, .kmt-rerun') &&
+   (!n.parentElement.closest(unwrapped) || n.parentElement.closest('.kmt-command')))
     ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_REJECT});
 for (let n = walker.nextNode(); n && broken.length < 20; n = walker.nextNode()) {
   const re = /[^\s\-\/\u2010-\u2014\u200b]+/g;
@@ -346,7 +357,10 @@ for (let n = walker.nextNode(); n && broken.length < 20; n = walker.nextNode()) 
     if (tops.size > 1) broken.push(m[0]);
   }
 }
-return {tables: tables, brokenWords: broken,
+const figures = [...main.querySelectorAll('figure img')].filter(i => i.naturalHeight > 0).map(i => ({
+  id: (i.closest('figure') || {}).id || '', aspect: i.naturalWidth / i.naturalHeight,
+  width: Math.round(i.getBoundingClientRect().width)}));
+return {tables: tables, brokenWords: broken, figures: figures,
         pageScrollsSideways: document.documentElement.scrollWidth > document.documentElement.clientWidth + 1};
 """
 

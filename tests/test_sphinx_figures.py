@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import yaml
 from docutils import nodes
+from PIL import Image
 
 from kmtbook.citation import read_citation
 from kmtbook.sphinx_ext import figures, provenance
@@ -27,7 +28,7 @@ def _app(tmp_path: Path, run: str = RUN, url: str | None = None) -> SimpleNamesp
     for folder in (results, src, out):
         folder.mkdir(parents=True, exist_ok=True)
     (results / "metrics.json").write_text(json.dumps({"run_id": RUN}))
-    (results / f"{LABEL}.png").write_bytes(b"png")
+    Image.new("RGB", (900, 300), "white").save(results / f"{LABEL}.png")
     (results / f"{LABEL}.pdf").write_bytes(b"pdf")
     (src / "shown.png").write_bytes(b"shown")
     (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
@@ -58,6 +59,8 @@ def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
     assert (png, pdf) == (tmp_path / "results" / f"{LABEL}.png", tmp_path / "results" / f"{LABEL}.pdf")
     figures.copy_figures(app)
     assert (tmp_path / "html" / "figures" / f"{LABEL}.pdf").read_bytes() == b"pdf"
+    with Image.open(tmp_path / "html" / "figures" / "thumbnails" / f"{LABEL}.png") as thumbnail:
+        assert thumbnail.size == (figures.THUMBNAIL_WIDTH, round(figures.THUMBNAIL_WIDTH / 3))  # the aspect kept
     # files of another run: the image the page displays, and no PDF
     other = _app(tmp_path / "other", run="20260101T000000Z-2-000002")
     shown = other.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
@@ -69,8 +72,12 @@ def test_the_register_table_lists_each_figure_with_its_files(tmp_path):
     table = figures.figures_table(app, "index")
     row = list(table.next_node(nodes.tbody).children)
     assert len(row) == 1
+    (thumbnail,) = row[0].findall(nodes.raw)
+    assert f'src="figures/thumbnails/{LABEL}.png"' in thumbnail.astext()
+    assert f'href="01_kmeans_and_lloyd.html#{LABEL}"' in thumbnail.astext()
+    thumbnail.parent.remove(thumbnail)
     cells = [entry.astext() for entry in row[0].findall(nodes.entry)]
-    assert cells[0].split("\n\n") == ["Fig. 1.2", LABEL, "1. Demo", "quick profile, seed 3"]
+    assert cells[0].split("\n\n")[1:] == ["Fig. 1.2", LABEL, "1. Demo", "quick profile, seed 3"]
     assert cells[1] == "beyond the paper" and cells[3] == "PNG · PDF"
     refs = [ref["refuri"] for ref in table.findall(nodes.reference)]
     assert f"figures/{LABEL}.png" in refs and f"01_kmeans_and_lloyd.html#{LABEL}" in refs
@@ -190,7 +197,8 @@ def test_the_repository_and_address_are_settings_of_the_build(tmp_path):
     for text in (figure_line, page_line, unset.kmt_citation.bibtex()):
         assert "source code" not in text and "http" not in text
     said = figures.book_citation(unset, "cite", None)[0].astext()
-    assert "no repository address (KMT_REPOSITORY_URL is not set)" in said
+    assert "does not know the repository it was built from" in said and "a published copy adds both" in said
+    assert not re.search(r"html_baseurl|KMT_|\$\{\{|is not set", said), "the reader's words, not configuration names"
 
     published = _app(tmp_path / "set")
     environ = {"KMT_BOOK_URL": "https://readers.invalid/book", REPOSITORY_URL_VARIABLE: "https://git.invalid/me/kmt/ "}

@@ -50,7 +50,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from .assets import copy_mathjax, tidy_page, use_local_mathjax, write_css
+from .assets import copy_mathjax, mark_tables, tidy_page, use_local_mathjax, write_css
 from .downloads import offer_notebook, write_downloads
 from .figures import (
     add_citations,
@@ -105,6 +105,7 @@ def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> No
         node.replace_self(many[kind](app, docname, node) if kind in many else makers[kind](app, docname))
     fill_metrics(app, doctree, docname)
     add_citations(app, doctree, docname)
+    mark_tables(app, doctree, docname)
 
 
 def _build_finished(app: Sphinx, exception) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from .pages import _shown_image
+
 logger = logging.getLogger(__name__)
 
 MATHJAX_DEFAULT_PREFIX = "https://cdn.jsdelivr.net/npm/mathjax@3"
@@ -50,24 +52,35 @@ def copy_mathjax(app: Sphinx) -> None:
 
 
 CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
-.kmt-rerun div.kmt-command pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* a command wraps at its spaces; a word longer than the box (a path) scrolls in the box, unbroken */
+.kmt-rerun div.kmt-command pre, .kmt-rerun div.kmt-command pre * {
+  white-space: pre-wrap; overflow-wrap: normal !important; word-break: normal !important; }
+.kmt-rerun div.kmt-command pre { overflow-x: auto; }
+/* a word longer than its line (a function's dotted path, an address) breaks rather than widen the
+   page; a word that fits is never broken (break-word, unlike anywhere, leaves table widths alone) */
+.bd-article :is(p, li, dd, blockquote) { overflow-wrap: break-word; }
+.bd-article :is(p, li, dd) code.literal span.pre { white-space: normal; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
 /* the register of figures fits the content column of a 1280 px window: the captions take the room
    that is left, and a figure's label may break after a hyphen */
 table.kmt-figures { width: 100%; }
 table.kmt-figures code span.pre { white-space: normal; }
+/* a thumbnail per figure, above its number: as wide as its column allows, at most 160 px */
+table.kmt-figures img.kmt-thumbnail { display: block; width: 100%; max-width: 160px; height: auto;
+  border: 1px solid var(--pst-color-border, #ccc); background: #fff; }
 /* tables in the text (the index's results table): a smaller type and padding, so that four columns
    with formulas fit the content column of a 1280 px window; wider ones scroll in their container */
 .bd-article .pst-scrollable-table-container > table { font-size: 0.85em; }
 .bd-article .pst-scrollable-table-container > table :is(th, td) { padding: 0.3rem 0.45rem; }
 .bd-article .pst-scrollable-table-container > table code span.pre { white-space: normal; }
-/* the parameters of a chapter: every cell wraps, so that the table fits the content column */
-.kmt-rerun table.kmt-parameters { width: 100%; table-layout: fixed; font-size: 0.85em; }
+/* the parameters of a chapter: the columns take the width their whole words need (a name such as
+   example_n is never cut) and the meanings wrap at their spaces, so that the table fits the column */
+.kmt-rerun table.kmt-parameters { width: 100%; table-layout: auto; font-size: 0.85em; }
 .kmt-rerun table.kmt-parameters th, .kmt-rerun table.kmt-parameters td {
-  vertical-align: top; white-space: normal; overflow-wrap: anywhere; word-break: normal; }
+  vertical-align: top; white-space: normal; overflow-wrap: break-word; word-break: normal; }
 .kmt-rerun table.kmt-parameters code, .kmt-rerun table.kmt-parameters code span {
-  white-space: normal; overflow-wrap: anywhere; }
+  white-space: normal; overflow-wrap: normal; }
 /* on a phone the parameter table keeps its words whole: it takes the width its words need and
    scrolls sideways in its container (pydata's .pst-scrollable-table-container) when that is more */
 @media (max-width: 640px) {
@@ -77,6 +90,36 @@ table.kmt-figures code span.pre { white-space: normal; }
     overflow-wrap: normal; word-break: normal; }
   .kmt-rerun table.kmt-parameters td:last-child { min-width: 12em; }
 }
+/* the index's results table (claim, the paper, this build, chapter): compact on a desktop; on a
+   phone each claim is a card of four labelled lines, so that nothing waits off to the right */
+table.kmt-results { width: 100%; font-size: 0.8em; }
+table.kmt-results :is(th, td) { padding: 0.25rem 0.4rem; vertical-align: top; }
+table.kmt-results td:first-child { width: 34%; }
+table.kmt-results td:nth-child(2) { width: 20%; }
+table.kmt-results td:last-child { width: 14%; }
+@media (max-width: 640px) {
+  table.kmt-results thead { display: none; }
+  table.kmt-results, table.kmt-results tbody, table.kmt-results tr, table.kmt-results td {
+    display: block; width: 100% !important; }
+  table.kmt-results tr { border-bottom: 2px solid var(--pst-color-border, #ccc); padding: 0.3rem 0; }
+  table.kmt-results td { border: none; padding: 0.1rem 0.2rem; }
+  table.kmt-results td::before { display: block; font-weight: 600; font-size: 0.9em; }
+  table.kmt-results td:nth-child(1)::before { content: "Claim"; }
+  table.kmt-results td:nth-child(2)::before { content: "The paper"; }
+  table.kmt-results td:nth-child(3)::before { content: "This build"; }
+  table.kmt-results td:nth-child(4)::before { content: "Chapter"; }
+}
+/* a wide figure on a phone: shown at a readable width, it scrolls sideways in its own box */
+@media (max-width: 640px) {
+  .bd-article figure.kmt-wide-figure { overflow-x: auto; }
+  .bd-article figure.kmt-wide-figure img { max-width: none; width: 640px; height: auto; }
+}
+/* the step-through animations (matplotlib's HTML): the frame scales to the column, the buttons wrap */
+.bd-article .animation { max-width: 100%; }
+.bd-article .animation img { max-width: 100%; height: auto; }
+.bd-article .animation .anim-slider { width: 100%; max-width: 100%; }
+.bd-article .animation .anim-buttons { display: flex; flex-wrap: wrap; gap: 2px; }
+.bd-article .animation .anim-buttons button { min-width: 2.2em; }
 p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
 p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """
@@ -109,3 +152,39 @@ def tidy_page(app: Sphinx, pagename: str, templatename: str, context: dict, doct
         context["script_files"] = unique
     if not context.get("default_mode"):
         context["default_mode"] = app.config.kmt_default_mode
+
+
+RESULTS_HEADER = ["claim", "the paper", "this build", "chapter"]
+"""The columns of the index's results table, which :func:`mark_tables` styles as ``kmt-results``."""
+
+WIDE_FIGURE = 1.9
+"""Width over height from which a figure is wide (a row of panels): on a phone it scrolls in its box."""
+
+
+def _png_aspect(path: str) -> float | None:
+    """Width over height of a PNG, read from its header; None if it is not a readable PNG."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    if len(head) < 24 or not head.startswith(b"\x89PNG"):
+        return None
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    return width / height if height else None
+
+
+def mark_tables(app: Sphinx, doctree, docname: str) -> None:
+    """Classes for the style sheet: ``kmt-results`` on a table whose header is :data:`RESULTS_HEADER`,
+    ``kmt-wide-figure`` on a figure whose image is at least :data:`WIDE_FIGURE` times as wide as tall."""
+    from docutils import nodes
+
+    for table in doctree.findall(nodes.table):
+        head = next(table.findall(nodes.thead), None)
+        if head is not None and [e.astext().strip().lower() for e in head.findall(nodes.entry)] == RESULTS_HEADER:
+            table["classes"].append("kmt-results")
+    for figure in doctree.findall(nodes.figure):
+        shown = _shown_image(app, figure)
+        aspect = _png_aspect(shown) if shown else None
+        if aspect is not None and aspect >= WIDE_FIGURE:
+            figure["classes"].append("kmt-wide-figure")

@@ -10,6 +10,7 @@ import os
 import posixpath
 import re
 import shutil
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from ..chapter import find_repo_root
-from ..citation import BOOK_URL_VARIABLE, REPOSITORY_URL_VARIABLE, BookCitation, read_cff, read_citation
+from ..citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
 from ..paper_figures import reproduces
 from .pages import (
     chapter_title,
@@ -59,6 +60,27 @@ def figure_target(app: Sphinx, label: str, suffix: str) -> str:
     return f"{app.config.kmt_figures_dir}/{label}{suffix}"
 
 
+THUMBNAIL_WIDTH = 320
+"""Width in pixels of a figure's thumbnail on the figures page (shown at half of it, sharp on a
+screen of twice the density)."""
+
+
+def thumbnail_target(app: Sphinx, label: str) -> str:
+    return f"{app.config.kmt_figures_dir}/thumbnails/{label}.png"
+
+
+def write_thumbnail(source: Path, target: Path, width: int = THUMBNAIL_WIDTH) -> None:
+    """A small PNG of the figure ``source`` for the figures page: ``width`` pixels wide, its aspect kept."""
+    from PIL import Image
+
+    with Image.open(source) as opened:
+        image = opened.convert("RGBA") if opened.mode not in ("RGB", "RGBA") else opened
+        height = max(1, round(image.height * width / image.width))
+        small = image.resize((width, height), Image.Resampling.LANCZOS) if image.width > width else image.copy()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    small.save(target, optimize=True)
+
+
 def copy_figures(app: Sphinx) -> None:
     out = Path(app.outdir)
     for docname, page in sorted(page_info(app.env).items()):
@@ -70,6 +92,19 @@ def copy_figures(app: Sphinx) -> None:
                 target = out / figure_target(app, figure["label"], suffix)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
+            if png is not None:
+                write_thumbnail(png, out / thumbnail_target(app, figure["label"]))
+
+
+def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, page_uri: str) -> nodes.paragraph:
+    """The figure's thumbnail, a link to the figure on its page."""
+    src = html_escape(relative_uri(app, fromdoc, thumbnail_target(app, label)), quote=True)
+    href = html_escape(f"{page_uri}#{label}", quote=True)
+    alt = html_escape(f"{number}: thumbnail", quote=True)
+    para = nodes.paragraph(classes=["kmt-thumbnail"])
+    para += nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" '
+                          f'class="kmt-thumbnail"></a>', format="html")
+    return para
 
 
 def figure_number(app: Sphinx, docname: str, label: str) -> str:
@@ -101,13 +136,16 @@ def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
             chapter = nodes.paragraph()
             chapter += link(chapter_title(app, docname), page_uri)
             cell = [number, label, chapter]
+            if png is not None:
+                cell.insert(0, _thumbnail(app, fromdoc, figure["label"], figure_number(app, docname, figure["label"]),
+                                          page_uri))
             if page.get("run"):
                 cell.append(nodes.paragraph(text=f"{page['run']['profile']} profile, seed {page['run']['seed']}"))
             what = reproduces(posixpath.basename(docname), figure["label"]) or "(not stated)"
             rows.append([cell, what, figure["caption"], files or ["(no file)"]])
     if not rows:
         return nodes.paragraph(text="No labelled figures in this build.")
-    return make_table(["figure", "reproduces", "caption", "files"], rows, [22, 12, 54, 12], classes=("kmt-figures",))
+    return make_table(["figure", "reproduces", "caption", "files"], rows, [24, 12, 52, 12], classes=("kmt-figures",))
 
 
 # --------------------------------------------------------------------------- citations
@@ -230,14 +268,17 @@ def book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.
         para += nodes.Text("published at ")
         para += link(citation.url, citation.url, internal=False)
     else:
-        para += nodes.Text("no published address (html_baseurl is not set), so the citations name pages and "
-                           "files by their path in the book's HTML")
+        para += nodes.Text("a copy built on its own, not published: it has no web address, so its citations "
+                           "name pages and files by their path in the book")
     if citation.repository:
         para += nodes.Text("; built from the repository ")
         para += link(citation.repository, citation.repository, internal=False)
     else:
-        para += nodes.Text(f"; no repository address ({REPOSITORY_URL_VARIABLE} is not set), so the commit "
-                           "is named without one")
+        para += nodes.Text("; it does not know the repository it was built from, so the commit is named "
+                           "without a link to it")
+    if not (citation.url and citation.repository):
+        para += nodes.Text(" (a published copy adds both: the address where it is read and the repository "
+                           "where the commit can be looked up)")
     para += nodes.Text(". The same in machine-readable form: ")
     para += link("CITATION.cff of this build", relative_uri(app, fromdoc, "CITATION.cff"))
     para += nodes.Text(".")

@@ -1,0 +1,117 @@
+"""Checks of a drawn figure that a reader would otherwise catch: template plurals, a legend over the
+data, a label outside its panel. :meth:`kmtbook.chapter.Chapter.save_figure` runs them on every
+figure of the book.
+
+A figure's words are read from its text artists (titles, labels, tick labels, legends, annotations);
+the data from its lines and scatter points, in display coordinates after a draw.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import numpy as np
+from matplotlib.collections import PathCollection
+from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.text import Text
+
+TEMPLATE_PLURAL = re.compile(r"\b[A-Za-z][\w-]*\((?:s|es)\)")
+"""A word written for one and many at once: "model(s)", "task(s)"."""
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` and the noun in the number it needs: ``plural(1, "model")`` is "1 model",
+    ``plural(3, "model")`` "3 models"; ``nouns`` gives an irregular plural."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def texts(fig: Figure) -> Iterator[Text]:
+    """Every visible text artist of the figure with some text."""
+    for artist in fig.findobj(Text):
+        if artist.get_visible() and artist.get_text().strip():
+            yield artist
+
+
+def template_plurals(fig: Figure) -> list[str]:
+    """The texts of the figure that say "model(s)" for "1 model" or "3 models"."""
+    return [t.get_text() for t in texts(fig) if TEMPLATE_PLURAL.search(t.get_text())]
+
+
+def _data_points(ax) -> np.ndarray:
+    """The axes' plotted points (markers and the vertices of lines, scatter offsets), in pixels."""
+    points = []
+    for line in ax.get_lines():
+        if not isinstance(line, Line2D) or not line.get_visible():
+            continue
+        xy = np.asarray(line.get_xydata(), dtype=float)
+        if not xy.size:
+            continue
+        pixels = line.get_transform().transform(xy)  # data, or axes coordinates (axhline)
+        if line.get_linestyle() not in ("None", "", " ") and len(pixels) > 1:
+            # a drawn line covers its segments, not only its vertices: 16 points per segment
+            steps = np.linspace(0, 1, 16, endpoint=False)[None, :, None]
+            pixels = np.concatenate([(pixels[:-1, None] + steps * (pixels[1:] - pixels[:-1])[:, None]).reshape(-1, 2),
+                                     pixels[-1:]])
+        points.append(pixels)
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_visible():
+            offsets = np.asarray(collection.get_offsets(), dtype=float)
+            if offsets.size:
+                points.append(collection.get_offset_transform().transform(offsets))
+    if not points:
+        return np.empty((0, 2))
+    every = np.concatenate(points)
+    return every[np.isfinite(every).all(axis=1)]
+
+
+def _renderer(fig: Figure):
+    """The figure drawn once, and its renderer (a figure made without pyplot gets an Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()  # type: ignore[attr-defined]
+
+
+def legends_over_data(fig: Figure) -> list[str]:
+    """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points"."""
+    renderer = _renderer(fig)
+    problems = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if not isinstance(legend, Legend) or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        panel = ax.get_window_extent(renderer)
+        if not panel.overlaps(box):
+            continue  # a legend placed outside the panel covers nothing of it
+        points = _data_points(ax)
+        inside = (points[:, 0] > box.x0) & (points[:, 0] < box.x1) & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
+        if inside.any():
+            problems.append(f"{ax.get_title() or '(untitled panel)'}: legend over {int(inside.sum())} plotted points")
+    return problems
+
+
+def labels_outside_panels(fig: Figure) -> list[str]:
+    """A panel's annotations (``ax.text``, ``ax.annotate``) that reach outside the panel."""
+    renderer = _renderer(fig)
+    problems = []
+    for ax in fig.axes:
+        panel = ax.get_window_extent(renderer)
+        for text in ax.texts:
+            if not text.get_visible() or not text.get_text().strip():
+                continue
+            box = text.get_window_extent(renderer)
+            if box.x0 < panel.x0 - 1 or box.x1 > panel.x1 + 1 or box.y0 < panel.y0 - 1 or box.y1 > panel.y1 + 1:
+                problems.append(f"{ax.get_title() or '(untitled panel)'}: {text.get_text()!r} outside the panel")
+    return problems
+
+
+def figure_problems(fig: Figure) -> list[str]:
+    """Everything the checks above find, one line each."""
+    return ([f"template plural in {t!r}" for t in template_plurals(fig)] + legends_over_data(fig)
+            + labels_outside_panels(fig))

@@ -1,0 +1,80 @@
+"""kmtbook.animations: runs in motion, as HTML with controls that reads nothing from the network."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+import kmtlib
+from kmtbook.animations import (
+    Run,
+    animate_runs,
+    nearest_centre,
+    projection,
+    runs_from,
+    save_animation,
+    self_contained_html,
+    show_step,
+)
+
+
+def _task(d: int = 2, steps: int = 3):
+    g = torch.Generator().manual_seed(3)
+    X = kmtlib.sample_tasks(1, 60, d, 3, generator=g).double()
+    C0 = kmtlib.init_centers(X, 3, generator=g)
+    return X, kmtlib.lloyd(X, C0, steps, empty="mean")
+
+
+def test_nearest_centre_and_projection():
+    X = torch.tensor([[0.0, 0.0], [1.0, 1.0], [0.9, 1.2]], dtype=torch.float64)
+    centres = torch.tensor([[[0.0, 0.1], [1.0, 1.0]], [[1.0, 1.0], [0.0, 0.1]]], dtype=torch.float64)
+    assert nearest_centre(X, centres).tolist() == [[0, 1, 1], [1, 0, 0]]
+    mean, P = projection(X)
+    assert torch.equal(P, torch.eye(2, dtype=X.dtype)) and not mean.any()  # d = 2 is drawn as it is
+    Y = torch.randn(50, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    mean, P = projection(Y)
+    assert P.shape == (5, 2) and torch.allclose(P.T @ P, torch.eye(2, dtype=Y.dtype), atol=1e-12)
+
+
+def test_the_html_has_a_frame_per_step_controls_and_no_network():
+    X, result = _task(steps=3)
+    animation, _ = animate_runs(X[0], runs_from({"Lloyd": result}, 0), title="t", dpi=30)
+    html = self_contained_html(animation)
+    assert len(re.findall(r"data:image/png;base64", html)) == 4  # steps 0..3
+    assert not re.search(r"https?://", html), "the page must read offline"
+    for control in ("play_animation", "pause_animation", "next_frame", "previous_frame"):
+        assert control in html
+    assert 'class="fa' not in html
+
+
+def test_a_still_is_the_frame_of_its_step(tmp_path):
+    X, result = _task(d=5, steps=2)
+    animation, fig = animate_runs(X[0], runs_from({"a": result, "b": result}, 0), title="t", dpi=30, panels=1)
+    assert len(fig.axes) == 2  # one panel of points, the objective
+    show_step(animation, 1)
+    fig.canvas.draw()  # a later draw (savefig) keeps the still
+    assert fig._suptitle.get_text().endswith("step 1 of 2")
+    with pytest.raises(ValueError, match="step"):
+        show_step(animation, 3)
+    page = save_animation(animation, tmp_path / "motion.html", "a title")
+    assert page.read_text().startswith("<!DOCTYPE html>") and "a title" in page.read_text()
+    html = self_contained_html(animation)
+    assert html in save_animation(html, tmp_path / "again.html", "a title").read_text()
+    with pytest.raises(ValueError, match=r"\.html"):
+        save_animation(animation, tmp_path / "motion.gif", "a title")
+
+
+def test_bad_runs_are_refused():
+    X, result = _task()
+    runs = runs_from({"Lloyd": result}, 0)
+    with pytest.raises(ValueError, match="one task"):
+        animate_runs(X, runs, title="t")
+    with pytest.raises(ValueError, match="same T"):
+        animate_runs(X[0], [*runs, Run("short", result.centers[0, :2], result.objective[0, :2])], title="t")
+    with pytest.raises(ValueError, match="panels"):
+        animate_runs(X[0], runs, title="t", panels=2)

@@ -1,0 +1,72 @@
+"""kmtbook.circuit_figure: the drawing of one layer says what Theorem 2.1's weights do, and its text fits."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib
+import matplotlib.pyplot
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+import kmtlib
+from kmtbook.circuit_figure import BLOCKS, plot_layer_circuit, token_parts
+
+
+def _texts(fig):
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(matplotlib.text.Text)
+            if t.get_text().strip()]
+
+
+def _figure(scratch: bool):
+    return plot_layer_circuit(scratch=scratch)  # a pyplot figure (Agg, see above)
+
+
+def test_the_blocks_are_the_theorems_in_its_order():
+    """Names, the paper's index mu and the sign of each value map agree with kmtlib.theorem_weights."""
+    assert list(BLOCKS) == ["CAX", "SAX", "CAC", "SAC"] and [b.mu for b in BLOCKS.values()] == [1, 2, 3, 4]
+    d, k = 2, 3
+    weights = kmtlib.theorem_weights(d, k)
+    for name, block in BLOCKS.items():
+        value = torch.as_tensor(weights[name]["V"])
+        sign = "+" if value.sum() > 0 else "-"
+        assert f"V_{block.mu} = {sign}I" in block.weights, (name, block.weights)
+        # the value writes the scratch part (points) or the data part (centres), as the text says
+        writes_scratch = bool(value[d:, d:].abs().sum() > 0) and not bool(value[:d, :d].abs().sum() > 0)
+        assert ("I^{d+1:}" in block.weights.split("V_")[1]) == writes_scratch, name
+
+
+def test_tokens_have_scratch_coordinates_only_in_the_theorems_layer():
+    assert [p[0] for p in token_parts("point", True)] == ["data", "scratch"]
+    assert [p[0] for p in token_parts("centre", False)] == ["data"]
+    with pytest.raises(ValueError, match="kind"):
+        token_parts("query", True)
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_the_figure_names_blocks_widths_and_lloyd_steps(scratch):
+    fig = _figure(scratch)
+    text = " ".join(t for t, _ in _texts(fig))
+    for name in BLOCKS:
+        assert name in text
+    assert ("width d + k" in text) == scratch and "width d" in text
+    assert ("Lloyd: assign" in text) == scratch and ("Lloyd: average" in text) == scratch
+    assert "residual" in text and "keys, values" in text
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_no_text_leaves_the_figure_or_overlaps_another(scratch):
+    fig = _figure(scratch)
+    texts = _texts(fig)
+    page = fig.bbox
+    outside = [t for t, box in texts if box.x0 < page.x0 - 1 or box.x1 > page.x1 + 1 or box.y0 < page.y0 - 1
+               or box.y1 > page.y1 + 1]
+    assert not outside, f"text outside the figure: {outside}"
+    overlapping = [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
+                   if box_a.overlaps(box_b) and a != "+" and b != "+"]
+    assert not overlapping, f"overlapping text: {overlapping[:5]}"
+    matplotlib.pyplot.close(fig)

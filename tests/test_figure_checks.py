@@ -1,0 +1,87 @@
+"""kmtbook.figure_checks: the faults a reader saw in the book's figures are found by a test."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from kmtbook.figure_checks import figure_problems, labels_outside_panels, legends_over_data, plural, template_plurals
+
+
+def test_plural_says_the_number_in_words_that_agree():
+    assert plural(1, "model") == "1 model" and plural(3, "model") == "3 models" and plural(0, "task") == "0 tasks"
+    assert plural(2, "run", "runs") == "2 runs" and plural(2, "matrix", "matrices") == "2 matrices"
+
+
+def test_template_plurals_are_found_in_titles_legends_and_labels():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="3 trained model(s)")
+    ax.legend()
+    ax.set_title("4 task(s) each")
+    assert len(template_plurals(fig)) == 2
+    ax.set_title(plural(4, "task") + " each")
+    ax.get_legend().get_texts()[0].set_text(plural(3, "trained model"))
+    assert not template_plurals(fig)
+    plt.close(fig)
+
+
+def test_a_legend_over_the_lines_is_found_and_one_beside_them_is_not():
+    # the fault of Fig. 10.4: a legend placed over the curves it explains
+    x = np.linspace(0, 1, 50)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for level in np.linspace(0.1, 0.9, 6):
+        ax.plot(x, np.full_like(x, level), label=f"level {level:.1f}")
+    ax.legend(loc="center")
+    assert legends_over_data(fig)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))  # outside the panel
+    assert not legends_over_data(fig)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(x, x ** 4, label="a curve low on the left")
+    ax.legend(loc="upper left")
+    assert not legends_over_data(fig)
+    plt.close(fig)
+
+
+def test_a_figure_made_without_pyplot_is_checked():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(loc="center")
+    assert legends_over_data(fig) and not labels_outside_panels(fig)
+
+
+def test_a_label_outside_its_panel_is_found():
+    # the fault of Fig. 11.1: "1.9x" written past the end of its bar, outside the panel
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.barh([0, 1], [1.0, 1.9])
+    ax.set_xlim(0, 2)
+    ax.text(1.95, 1, "1.9x", va="center")
+    assert labels_outside_panels(fig)
+    ax.set_xlim(0, 2.4)
+    assert not labels_outside_panels(fig) and not figure_problems(fig)
+    plt.close(fig)
+
+
+def test_save_figure_refuses_a_template_plural(tmp_path):
+    from kmtbook.chapter import Chapter
+
+    chapter = Chapter("01_kmeans_and_lloyd", device="cpu", seed=0, profile="quick", output_dir=str(tmp_path),
+                      sizes={})
+    fig, ax = plt.subplots()
+    ax.set_title("3 model(s)")
+    with pytest.raises(ValueError, match="template plural"):
+        chapter.save_figure(fig, "fig-demo")
+    ax.set_title("3 models")
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(loc="center")
+    chapter.save_figure(fig, "fig-demo")
+    (problem,) = chapter.figure_problems
+    assert problem.startswith("fig-demo: 3 models: legend over")
+    plt.close(fig)
