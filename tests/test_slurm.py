@@ -30,7 +30,7 @@ import kmtlib
 ROOT = Path(__file__).resolve().parent.parent
 START = ROOT / ".ci" / "start_slurm.sh"
 RUNS = ("onehot_seed11", "onehot_seed12")
-STEPS = 300
+STEPS = 2000  # long enough (about a minute a run on one quiet core) that the cancel lands mid-run
 SWEEP = [
     "--seeds", "11,12", "--steps", str(STEPS), "--only", "onehot*", "--threads", "1", "--runs-per-group", "1",
     "--set", "n=32", "--set", "batch=4", "--set", "val_batches=1", "--set", "eval_every=10",
