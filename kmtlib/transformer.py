@@ -12,6 +12,7 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -39,6 +40,30 @@ MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
 :meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
 it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
 embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
+
+
+class ModelResult(ClusteringResult):
+    """The :class:`ClusteringResult` of a model's forward pass: the centre ``trajectory`` the layer
+    computed and the assignment weights its point tokens hold, with the ``labels`` and the
+    ``objective`` measured from the points when first read (without gradient), not by the forward
+    pass: a caller that wants only the centres (training, the estimator) computes no distances."""
+
+    def __init__(self, X: torch.Tensor, trajectory: list[torch.Tensor], assignments: torch.Tensor | None) -> None:
+        self.points, self.trajectory = X, [C.detach() for C in trajectory]
+        self.centers, self.n_empty, self.assignments = torch.stack(trajectory, dim=1), None, assignments
+
+    # (the two fields of ClusteringResult as cached properties: computed once, on first reading)
+    @functools.cached_property
+    def labels(self) -> torch.Tensor:  # type: ignore[override]
+        """(B, n), the nearest centre of every point under the final centres."""
+        with torch.no_grad():
+            return _nearest_center(self.points, self.trajectory[-1])
+
+    @functools.cached_property
+    def objective(self) -> torch.Tensor:  # type: ignore[override]
+        """(B, T+1), the k-means objective of every centres of the trajectory."""
+        with torch.no_grad():
+            return torch.stack([_kmeans_objective(self.points, C) for C in self.trajectory], dim=1)
 
 
 class KMeansTransformer(nn.Module):
@@ -209,9 +234,10 @@ class KMeansTransformer(nn.Module):
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
 
-        Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
-        labels under the final centres (B, n), the objective per step (B, T+1, computed without
-        gradient), and the assignment weights the point tokens hold after the last layer. A trained
+        Returns a :class:`ClusteringResult` (a :class:`ModelResult`): the centre trajectory (B, T+1,
+        k, d), the assignment weights the point tokens hold after the last layer, and, measured when
+        first read, the nearest-centre labels under the final centres (B, n) and the objective per
+        step (B, T+1, without gradient). A trained
         layer (``config.trainable``) warns on data far outside the tasks it was trained on
         (:func:`warn_outside_training_domain`).
         """
@@ -229,15 +255,7 @@ class KMeansTransformer(nn.Module):
                 point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
             point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
-        with torch.no_grad():
-            objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
-            labels = _nearest_center(X, trajectory[-1].detach())
-        return ClusteringResult(
-            centers=torch.stack(trajectory, dim=1),
-            labels=labels,
-            objective=objective,
-            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
-        )
+        return ModelResult(X, trajectory, self.embedding.assignments(point_tokens) if steps > 0 else None)
 
     def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
         """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
