@@ -43,7 +43,7 @@ from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import MAX_SCORE_ELEMENTS, tie_equal_keys
-from .attention import SCORES, get_attention_map
+from .attention import ATTENTION_MAPS, SCORES, get_attention_map
 from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
 
@@ -296,9 +296,11 @@ class AttentionBlock(nn.Module):
             # whatever the matrix product rounded (it may round one dot product differently at
             # another position of its tile)
             scores = tie_equal_keys(scores, K, dim=2)
+        # (the score and the map by name from their registries: the names were checked when the
+        # block was built, in BlockConfig.validated)
         if c.map in RANDOM_MAPS:
-            return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
-        return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
+            return ATTENTION_MAPS[c.map](scores, c.inverse_temperature, generator=self.generator, **c.options)
+        return ATTENTION_MAPS[c.map](scores, c.inverse_temperature, **c.options)
 
     # ------------------------------------------------------------------ the formula
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
