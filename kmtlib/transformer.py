@@ -235,12 +235,12 @@ class KMeansTransformer(nn.Module):
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
 
-        Returns a :class:`ClusteringResult` (a :class:`ModelResult`): the centre trajectory (B, T+1,
-        k, d), the assignment weights the point tokens hold after the last layer, and, measured when
-        first read, the nearest-centre labels under the final centres (B, n) and the objective per
-        step (B, T+1, without gradient). A trained
-        layer (``config.trainable``) warns on data far outside the tasks it was trained on
-        (:func:`warn_outside_training_domain`).
+        Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
+        labels under the final centres (B, n), the objective per step (B, T+1, computed without
+        gradient), and the assignment weights the point tokens hold after the last layer. On the
+        formula's path it is a :class:`ModelResult`, which measures the labels and the objective
+        when they are first read. A trained layer (``config.trainable``) warns on data far outside
+        the tasks it was trained on (:func:`warn_outside_training_domain`).
         """
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
