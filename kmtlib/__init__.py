@@ -15,7 +15,9 @@ Reading order. The top level of the package is the paper; read it beside the pap
 7. ``learned.py``, ``losses.py``, ``equivariant.py``: the trainable layer of the learning
    experiments, its training loss, and the maps of a layer for any number of clusters.
 8. ``transformer.py``: the model, ``KMeansTransformer``: embed, apply the layer T times, read the
-   centres (the formula; ``model.fast`` sends the same pass to the kernels).
+   centres (the formula; ``model.fast`` sends the same pass to the kernels); its result measures
+   the labels and the objective when they are read, and a trained layer warns on data far from
+   the tasks it was trained on.
 
 Helpers of the maths: ``_checks.py`` (input checks), ``_numerics.py`` (exact distances and ties),
 ``chunks.py``, ``results.py``, ``device.py``. Skip the subpackages unless you need them (each

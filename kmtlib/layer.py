@@ -42,8 +42,8 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
-from ._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, tie_equal_keys
-from .attention import SCORES, get_attention_map
+from ._numerics import MAX_SCORE_ELEMENTS, tie_equal_keys
+from .attention import ATTENTION_MAPS, SCORES, get_attention_map
 from .embedding import EMBEDDINGS
 from .equivariant import BROADCASTS, EquivariantMap
 
@@ -296,9 +296,11 @@ class AttentionBlock(nn.Module):
             # whatever the matrix product rounded (it may round one dot product differently at
             # another position of its tile)
             scores = tie_equal_keys(scores, K, dim=2)
+        # (the score and the map by name from their registries: the names were checked when the
+        # block was built, in BlockConfig.validated)
         if c.map in RANDOM_MAPS:
-            return get_attention_map(c.map)(scores, c.inverse_temperature, generator=self.generator, **c.options)
-        return get_attention_map(c.map)(scores, c.inverse_temperature, **c.options)
+            return ATTENTION_MAPS[c.map](scores, c.inverse_temperature, generator=self.generator, **c.options)
+        return ATTENTION_MAPS[c.map](scores, c.inverse_temperature, **c.options)
 
     # ------------------------------------------------------------------ the formula
     def forward(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -310,9 +312,9 @@ class AttentionBlock(nn.Module):
         p = c.dropout if self.training else 0.0
         # (the queries a slice at a time, so that the score matrix stays within MAX_SCORE_ELEMENTS)
         per_query = Q.shape[0] * K.shape[1] * (K.shape[-1] if self.self_attention and c.is_hard else 1)
-        return by_query_chunks(
-            lambda Q_slice: _dropout(self._weights(Q_slice, K), p) @ V, Q, per_query, max_elements=MAX_SCORE_ELEMENTS
-        )
+        rows = max(1, MAX_SCORE_ELEMENTS // per_query)
+        slices = [Q[:, start : start + rows] for start in range(0, Q.shape[1], rows)]
+        return torch.cat([_dropout(self._weights(Q_slice, K), p) @ V for Q_slice in slices], dim=1)
 
 
 def _dropout(weights: torch.Tensor, p: float) -> torch.Tensor:

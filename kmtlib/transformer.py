@@ -12,8 +12,10 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from torch import nn
 from . import fast as fast_path
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
-from .analysis.training_domain import warn_outside_training_domain
+from .analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
@@ -39,6 +41,30 @@ MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
 :meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
 it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
 embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
+
+
+class ModelResult(ClusteringResult):
+    """The :class:`ClusteringResult` of a model's forward pass: the centre ``trajectory`` the layer
+    computed and the assignment weights its point tokens hold, with the ``labels`` and the
+    ``objective`` measured from the points when first read (without gradient), not by the forward
+    pass: a caller that wants only the centres (training, the estimator) computes no distances."""
+
+    def __init__(self, X: torch.Tensor, trajectory: list[torch.Tensor], assignments: torch.Tensor | None) -> None:
+        self.points, self.trajectory = X, [C.detach() for C in trajectory]
+        self.centers, self.n_empty, self.assignments = torch.stack(trajectory, dim=1), None, assignments
+
+    # (the two fields of ClusteringResult as cached properties: computed once, on first reading)
+    @functools.cached_property
+    def labels(self) -> torch.Tensor:  # type: ignore[override]
+        """(B, n), the nearest centre of every point under the final centres."""
+        with torch.no_grad():
+            return _nearest_center(self.points, self.trajectory[-1])
+
+    @functools.cached_property
+    def objective(self) -> torch.Tensor:  # type: ignore[override]
+        """(B, T+1), the k-means objective of every centres of the trajectory."""
+        with torch.no_grad():
+            return torch.stack([_kmeans_objective(self.points, C) for C in self.trajectory], dim=1)
 
 
 class KMeansTransformer(nn.Module):
@@ -211,9 +237,10 @@ class KMeansTransformer(nn.Module):
 
         Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
         labels under the final centres (B, n), the objective per step (B, T+1, computed without
-        gradient), and the assignment weights the point tokens hold after the last layer. A trained
-        layer (``config.trainable``) warns on data far outside the tasks it was trained on
-        (:func:`warn_outside_training_domain`).
+        gradient), and the assignment weights the point tokens hold after the last layer. On the
+        formula's path it is a :class:`ModelResult`, which measures the labels and the objective
+        when they are first read. A trained layer (``config.trainable``) warns on data far outside
+        the tasks it was trained on (:func:`warn_outside_training_domain`).
         """
         self._check_inputs(X, C0)
         steps = check_int("steps", steps, minimum=0)
@@ -229,15 +256,7 @@ class KMeansTransformer(nn.Module):
                 point_tokens, center_tokens = self.embedding.embed(X, trajectory[-1])
             point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
-        with torch.no_grad():
-            objective = torch.stack([_kmeans_objective(X, C.detach()) for C in trajectory], dim=1)
-            labels = _nearest_center(X, trajectory[-1].detach())
-        return ClusteringResult(
-            centers=torch.stack(trajectory, dim=1),
-            labels=labels,
-            objective=objective,
-            assignments=self.embedding.assignments(point_tokens) if steps > 0 else None,
-        )
+        return ModelResult(X, trajectory, self.embedding.assignments(point_tokens) if steps > 0 else None)
 
     def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
         """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
@@ -286,3 +305,50 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
             projection = EquivariantMap.from_linear(linear, config.d)
             getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
     return out.to(next(model.parameters()).device).train(model.training)
+
+
+# ------------------------------------------------------------------------------------ the trained layer's domain
+# A trained layer has only seen tasks near the unit cube (the paper's tasks, every coordinate
+# rescaled to [0, 1], or the broad family that TransformerKMeans maps a user's data into). On data
+# of another scale its centres can end worse than where they started; the bare model says so
+# rather than returning such centres without a word.
+
+TRAINING_DOMAIN_MARGIN = 3.0
+"""How far beyond its training tasks a trained layer's input may reach before :func:`warn_outside_training_domain`
+says so: a factor on the root-mean-square distance of the points from the middle of the unit cube."""
+
+
+def training_domain_radius(d: int) -> float:
+    """The largest root-mean-square distance of a training task's points from the middle of the unit
+    cube, ``(1/2, ..., 1/2)``, for a trained layer of dimension ``d``: ``sqrt(1.6 + d / 4)``.
+
+    Every trained layer of kmtlib learns on one of two task families (:mod:`kmtlib.training`): the
+    paper's (:func:`kmtlib.sample_tasks`, every coordinate rescaled to [0, 1], so each point lies
+    within ``sqrt(d) / 2`` of the middle), or the broad family (:mod:`kmtlib.analysis.broad_tasks`, mean 0.5
+    in its filled coordinates and 0 in the others, total variance 1.6: a mean squared distance
+    from the middle of at most ``1.6 + d / 4``), which is also where ``TransformerKMeans`` maps a
+    user's data. Both lie within this radius."""
+    return math.sqrt(TARGET_TOTAL_VARIANCE + d * (CENTRE**2))
+
+
+@torch.no_grad()
+def warn_outside_training_domain(X: torch.Tensor, d: int) -> None:
+    """Warn (a UserWarning naming the range) when the points X (B, n, d) of any task lie, in
+    root-mean-square distance from the middle of the unit cube, more than
+    :data:`TRAINING_DOMAIN_MARGIN` times beyond :func:`training_domain_radius`: data on another
+    scale (other units) or far from the cube, where a trained layer has never been and its centres
+    can end worse than where they started. Changes nothing. (The data ``TransformerKMeans`` maps
+    into the domain lie within the radius itself; the initial centres are not checked, since a
+    seeding may pick a far outlier of such data.)"""
+    bound = TRAINING_DOMAIN_MARGIN * training_domain_radius(d)
+    reach = float(((X.double() - CENTRE) ** 2).sum(-1).mean(-1).sqrt().max())
+    if not reach <= bound:
+        warnings.warn(
+            f"the trained layer was trained on tasks around the unit cube [0, 1]^{d} (a root-mean-square distance "
+            f"of the points from its middle of at most {training_domain_radius(d):.2f}), and these points reach "
+            f"{reach:.3g}, beyond {TRAINING_DOMAIN_MARGIN:g} times that: its centres there may end worse than where "
+            "they started. Map the data into its domain first (kmtlib.TransformerKMeans does): the mean to 0.5 in "
+            "every coordinate and the total variance to 1.6",
+            UserWarning,
+            stacklevel=2,
+        )

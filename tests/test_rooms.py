@@ -33,7 +33,6 @@ ROOMS: dict[str, str] = {
     "kmtlib.tasks": "maths",
     "kmtlib.analysis": "maths",  # (the analysis package imports none of its modules)
     "kmtlib.analysis.broad_tasks": "maths",
-    "kmtlib.analysis.training_domain": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",

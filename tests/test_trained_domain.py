@@ -26,7 +26,7 @@ def test_the_bare_trained_layer_warns_on_data_outside_its_training_domain():
     X, C0 = _tasks()
     with pytest.warns(UserWarning, match=r"trained on tasks around the unit cube \[0, 1\]\^32") as said:
         far = model(X * 1e4, C0 * 1e4, steps=3)
-    from kmtlib.analysis.training_domain import training_domain_radius
+    from kmtlib.transformer import training_domain_radius
 
     message = str(said[0].message)
     assert f"at most {training_domain_radius(32):.2f}" in message and "total variance to 1.6" in message
@@ -45,7 +45,7 @@ def test_the_training_domain_holds_the_training_tasks_and_the_estimators_data():
     the broad ones, as the estimator's mapped data, have mean 0.5 or 0 per coordinate and total
     variance 1.6), so none of them warns."""
     from kmtlib.analysis.broad_tasks import sample_broad_tasks
-    from kmtlib.analysis.training_domain import training_domain_radius
+    from kmtlib.transformer import training_domain_radius
 
     for d in (1, 4, 32):
         paper = kmtlib.sample_tasks(16, 256, d, 3, family="cauchy", generator=3)
