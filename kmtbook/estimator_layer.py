@@ -55,9 +55,9 @@ def build_set(spec: dict[str, Any]) -> RealDataset:
         X, y = sk.make_blobs(spec["n"], n_features=d, centers=k, cluster_std=0.0, random_state=seed)
         X = X + spec["cluster_std"] * np.random.default_rng(seed).standard_t(spec["df"], size=X.shape)
     elif kind == "make_classification":
-        X, y = sk.make_classification(spec["n"], n_features=d, n_informative=spec["n_informative"], n_redundant=spec["n_redundant"],
-                                      n_classes=spec["n_classes"], n_clusters_per_class=spec["n_clusters_per_class"],
-                                      random_state=seed)  # fmt: skip
+        X, y = sk.make_classification(spec["n"], n_features=d, n_informative=spec["n_informative"],
+                                      n_redundant=spec["n_redundant"], n_classes=spec["n_classes"],
+                                      n_clusters_per_class=spec["n_clusters_per_class"], random_state=seed)  # fmt: skip
     elif kind == "make_moons":
         X, y = sk.make_moons(spec["n"], noise=spec["noise"], random_state=seed)
     elif kind == "make_swiss_roll":

@@ -88,8 +88,10 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
     "kmtlib.estimator": "estimator",
-    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back)
-    "kmtlib.estimator.frame": "estimator",  # (the data's own frame: principal axes with a sign rule, numpy only)
+    # (the map into a model's domain and back, and the data's own frame: numpy and the maths only,
+    # so that training can present its tasks as the estimator presents data)
+    "kmtlib.estimator.domain_map": "maths",
+    "kmtlib.estimator.frame": "maths",
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 
