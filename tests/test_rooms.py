@@ -34,6 +34,10 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis": "maths",  # (the analysis package imports none of its modules)
     "kmtlib.analysis.broad_tasks": "maths",
     "kmtlib.analysis.training_domain": "maths",
+    # (the map into a trained layer's domain and the data's own frame: the estimator's, and
+    # training's where it presents its tasks as the estimator presents data)
+    "kmtlib.analysis.domain_map": "maths",
+    "kmtlib.analysis.frame": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",
@@ -88,10 +92,8 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
     "kmtlib.estimator": "estimator",
-    # (the map into a model's domain and back, and the data's own frame: numpy and the maths only,
-    # so that training can present its tasks as the estimator presents data)
-    "kmtlib.estimator.domain_map": "maths",
-    "kmtlib.estimator.frame": "maths",
+    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back, re-exported)
+    "kmtlib.estimator.frame": "estimator",  # (the data's own frame, re-exported)
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 

@@ -2,7 +2,7 @@
 
 The paper's training (and the shipped layer's) starts the layer from random centres and lowers the
 smoothed objective of its centres after one step. The estimator uses the layer otherwise: it maps
-the user's data into the layer's domain (:class:`~kmtlib.estimator.domain_map.DomainMap`: the
+the user's data into the layer's domain (:class:`~kmtlib.analysis.domain_map.DomainMap`: the
 data's own principal frame, one scale, zero padding), draws greedy k-means++ centres, runs the
 layer ``T`` steps (the padding projected away after every step), reads the centres out as the
 means of their clusters, runs Lloyd's algorithm to a fixed point, and keeps the result only where
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from ..analysis.broad_tasks import sample_broad_tasks
-from ..estimator.domain_map import DomainMap
+from ..analysis.domain_map import DomainMap
 from ..init import init_centers
 from ..lloyd import lloyd_step
 from ..objective import assignment_cost, nearest_center
