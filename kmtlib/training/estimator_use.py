@@ -20,8 +20,10 @@ it beats Lloyd's fixed point from the same seeding. This module trains for that 
   centres and give no gradient; the layer's centres themselves, before any read-out, are far
   from a fixed point, so their objective measures how far they are from converging rather than
   which basin they lie in);
-* :func:`lloyd_gap_loss` -- ``s * softplus(g / s)`` of the relative gap
-  ``g = J(P(C_T)) / J_Lloyd - 1``, with ``J(C) = sum_i min_j ||x_i - c_j||^2`` the hard k-means
+* :func:`lloyd_gap_loss` -- ``s * softplus(g / s)`` of the gap
+  ``g = ln(J(P(C_T)) / J_Lloyd)`` (the relative gap for small gaps; the logarithm keeps a task
+  where the layer merged two well-separated clusters, ten times Lloyd's objective, from
+  outweighing the batch), with ``J(C) = sum_i min_j ||x_i - c_j||^2`` the hard k-means
   objective (the paper's objective, Sec. 2) and ``P`` the soft polish of the layer's final
   centres ``C_T``. The loss falls as the layer's centres lead to a better fixed point than
   Lloyd's from the same start, and flattens once they beat it by much more than ``s``;
@@ -56,7 +58,7 @@ SOFT_POLISH_INV_TEMP = 30.0
 farther in squared distance from one centre than from another gives it about 1/20 of its weight."""
 
 GAP_SCALE = 0.01
-"""The relative gap ``s`` at which :func:`lloyd_gap_loss` turns from linear to flat."""
+"""The gap ``s`` at which :func:`lloyd_gap_loss` turns from linear to flat."""
 
 FIXED_POINT_MAX_ITER = 300
 """The most Lloyd steps of a fixed point (the estimator's polish, ``KMeans``' ``max_iter``)."""
@@ -154,10 +156,10 @@ def soft_polish(X: torch.Tensor, C: torch.Tensor, steps: int = SOFT_POLISH_STEPS
 
 def lloyd_gap_loss(X: torch.Tensor, C: torch.Tensor, reference: torch.Tensor, scale: float = GAP_SCALE
                    ) -> torch.Tensor:  # fmt: skip
-    """The mean over tasks of ``scale * softplus(g / scale)``, ``g = J(soft_polish(C)) / reference - 1``
-    the relative gap of the polished centres' hard objective to Lloyd's fixed point from the same
-    start (``reference``)."""
-    gap = hard_objective(X, soft_polish(X, C)) / reference.to(C.dtype) - 1.0
+    """The mean over tasks of ``scale * softplus(g / scale)``, ``g = ln(J(soft_polish(C)) / reference)``
+    the gap of the polished centres' hard objective to Lloyd's fixed point from the same start
+    (``reference``)."""
+    gap = torch.log(hard_objective(X, soft_polish(X, C)) / reference.to(C.dtype))
     return (scale * F.softplus(gap / scale)).mean()
 
 
