@@ -100,3 +100,62 @@ def heldout_summary(runs: pd.DataFrame, tolerance: float = 1e-4) -> dict[str, An
 def heldout_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per held-out set: :func:`~kmtbook.equal_compute.equal_compute_table`."""
     return equal_compute_table(runs)
+
+
+RESULTS_FILE = Path("data") / "estimator_layer" / "results.json"
+"""The shipped results of the experiment (written by ``scripts/estimator_layer.py results``)."""
+
+LAYER_LABELS = {"shipped": "shipped layer", "estimator_trained": "trained for the estimator"}
+"""The two layers of the results file and their names in the chapter's table."""
+
+
+def load_results(path: str | Path | None = None) -> dict[str, Any]:
+    """The results file (``data/estimator_layer/results.json`` unless ``path``), checked to hold
+    both layers' summaries and per-set tables (a ValueError names the file otherwise)."""
+    path = find_repo_root() / RESULTS_FILE if path is None else Path(path)
+    try:
+        results = json.loads(Path(path).read_text())
+        for name in LAYER_LABELS:
+            results["layers"][name]["summary"]["passes_ship_rule"]
+            results["layers"][name]["per_set"][0]["data"]
+        results["training"]["cpu_seconds"]
+    except (OSError, json.JSONDecodeError, KeyError, IndexError, TypeError) as error:
+        raise ValueError(f"{path}: not a readable results file of the estimator-layer experiment ({error!r})") \
+            from error
+    return results
+
+
+def results_table(results: dict[str, Any]) -> pd.DataFrame:
+    """Per held-out set and layer: the default against ``KMeans()``, ``KMeans(n_init=2)`` and the
+    time-matched ``KMeans``, the layer arm against the seeding arm (mean ratio) and the starts
+    where the layer arm is better and worse."""
+    columns = ["default_vs_kmeans", "default_vs_kmeans_2", "default_vs_kmeans_m", "layer_vs_seeding_arm",
+               "layer_better", "layer_worse"]  # fmt: skip
+    frames = []
+    for name, label in LAYER_LABELS.items():
+        part = pd.DataFrame(results["layers"][name]["per_set"]).set_index("data")[columns]
+        part.columns = pd.MultiIndex.from_product([[label], columns])
+        frames.append(part)
+    return pd.concat(frames, axis=1)
+
+
+def results_metrics(results: dict[str, Any]) -> dict[str, float | int | bool]:
+    """The chapter's numbers of the experiment: per layer (prefix ``shipped_`` and ``trained_``)
+    the better and worse starts of its arm and the default's geometric-mean ratio to
+    ``KMeans(n_init=2)`` and ``KMeans()`` on the held-out sets; the training's CPU minutes, its
+    budget and steps; whether the trained layer passes the ship rule."""
+    out: dict[str, float | int | bool] = {}
+    for name, prefix in (("shipped", "shipped"), ("estimator_trained", "trained")):
+        s = results["layers"][name]["summary"]
+        out.update({f"{prefix}_heldout_better": int(s["layer_better"]),
+                    f"{prefix}_heldout_worse": int(s["layer_worse"]),
+                    f"{prefix}_heldout_n_init2_ratio": float(s["default_vs_kmeans_2"]),
+                    f"{prefix}_heldout_kmeans_ratio": float(s["default_vs_kmeans"])})  # fmt: skip
+    training = results["training"]
+    trained = results["layers"]["estimator_trained"]["summary"]
+    out.update(heldout_starts=int(results["layers"]["shipped"]["summary"]["starts"]),
+               training_cpu_minutes=float(training["cpu_seconds"]) / 60,
+               training_budget_minutes=float(training["cpu_budget_seconds"]) / 60,
+               training_steps=int(training["steps"]),
+               trained_layer_ships=bool(trained["passes_ship_rule"]))  # fmt: skip
+    return out
