@@ -143,7 +143,9 @@ def results_metrics(results: dict[str, Any]) -> dict[str, float | int | bool]:
     """The chapter's numbers of the experiment: per layer (prefix ``shipped_`` and ``trained_``)
     the better and worse starts of its arm and the default's geometric-mean ratio to
     ``KMeans(n_init=2)`` and ``KMeans()`` on the held-out sets; the training's CPU minutes, its
-    budget and steps; whether the trained layer passes the ship rule."""
+    budget and steps; the validation ratio of the trained layer's arm to the seeding arm on its
+    training family at its first and last step; the first run's steps and last validation ratio;
+    whether the trained layer passes the ship rule."""
     out: dict[str, float | int | bool] = {}
     for name, prefix in (("shipped", "shipped"), ("estimator_trained", "trained")):
         s = results["layers"][name]["summary"]
@@ -157,5 +159,9 @@ def results_metrics(results: dict[str, Any]) -> dict[str, float | int | bool]:
                training_cpu_minutes=float(training["cpu_seconds"]) / 60,
                training_budget_minutes=float(training["cpu_budget_seconds"]) / 60,
                training_steps=int(training["steps"]),
+               trained_first_val=float(training["first_val_rel_objective"]),
+               trained_final_val=float(training["final_val_rel_objective"]),
+               first_run_steps=int(results["first_run"]["steps"]),
+               first_run_last_val=float(results["first_run"]["last_val_rel_objective"]),
                trained_layer_ships=bool(trained["passes_ship_rule"]))  # fmt: skip
     return out

@@ -5,7 +5,7 @@ chapter 13 reads (data/estimator_layer/results.json).
     python scripts/estimator_layer.py measure --layer runs/estimator_layer/codes_anyk_estimator_seed153476998/model.pt \
         --name estimator_trained
     python scripts/estimator_layer.py results --run runs/estimator_layer/codes_anyk_estimator_seed153476998 \
-        --cpu-seconds 1234
+        --cpu-seconds 1293
 
 ``measure`` runs kmtbook.estimator_layer.heldout_evaluation for one layer on the held-out sets of
 data/estimator_layer/heldout.json and writes data/estimator_layer/heldout_<name>.csv (one row per
@@ -76,7 +76,10 @@ def results(run: Path, cpu_seconds: float) -> None:
                       cpu_budget_seconds=45 * 60, threads=manifest["threads"],
                       first_val_rel_objective=_first_validation(run),
                       final_val_rel_objective=manifest["final_val_rel_objective"],
-                      best_val_rel_objective=manifest["best_val_rel_objective"], best_step=manifest["best_step"]),
+                      best_val_rel_objective=manifest["best_val_rel_objective"], best_step=manifest["best_step"],
+                      cpu_seconds_note="both runs: the first (stopped) and the second (measured); read from /proc "
+                      "every 5 s while they ran"),
+        first_run=_first_run(FOLDER / "first_run_log.csv"),
         layers=layers,
         ship_rule=definition["ship_rule"],
         ships=bool(new["passes_ship_rule"]),
@@ -85,6 +88,15 @@ def results(run: Path, cpu_seconds: float) -> None:
     (FOLDER / "results.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({name: layer["summary"] for name, layer in layers.items()}, indent=2))
     print("ships:", out["ships"])
+
+
+def _first_run(log_file: Path) -> dict:
+    """The first run (the loss on the relative gap, learning rate 0.002), stopped when it diverged."""
+    log = pd.read_csv(log_file)
+    return dict(log=str(log_file), lr=float(log.lr.iloc[0]), steps=int(log.step.iloc[-1]),
+                first_val_rel_objective=float(log.val_rel_objective.iloc[0]),
+                last_val_rel_objective=float(log.val_rel_objective.iloc[-1]),
+                loss="s softplus(g / s) of the relative gap g = J / J_Lloyd - 1 (the second run: g = ln(J / J_Lloyd))")
 
 
 def _first_validation(run: Path) -> float:

@@ -67,7 +67,9 @@ def _results(tmp_path):
                        layer_vs_seeding_arm=1.02, layer_better=better, layer_worse=worse, starts=16,
                        passes_ship_rule=False)  # fmt: skip
         layers[name] = dict(summary=summary, per_set=per_set)
-    results = dict(layers=layers, training=dict(cpu_seconds=1500.0, cpu_budget_seconds=2700, steps=700))
+    results = dict(layers=layers, training=dict(cpu_seconds=1500.0, cpu_budget_seconds=2700, steps=700,
+                                                first_val_rel_objective=1.01, final_val_rel_objective=0.99),
+                   first_run=dict(steps=100, last_val_rel_objective=2.0))  # fmt: skip
     path = tmp_path / "results.json"
     path.write_text(json.dumps(results))
     return path
@@ -79,6 +81,7 @@ def test_the_chapters_numbers_come_from_the_results_file(tmp_path):
     assert metrics["shipped_heldout_better"] == 3 and metrics["trained_heldout_worse"] == 4
     assert metrics["training_cpu_minutes"] == pytest.approx(25.0) and metrics["training_budget_minutes"] == 45
     assert metrics["heldout_starts"] == 16 and metrics["trained_layer_ships"] is False
+    assert (metrics["trained_first_val"], metrics["trained_final_val"], metrics["first_run_steps"]) == (1.01, 0.99, 100)
     table = results_table(results)
     assert list(table.index) == ["ho_a", "ho_b"]
     assert table[("trained for the estimator", "layer_better")].tolist() == [5, 5]
