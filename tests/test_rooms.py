@@ -33,6 +33,10 @@ ROOMS: dict[str, str] = {
     "kmtlib.tasks": "maths",
     "kmtlib.analysis": "maths",  # (the analysis package imports none of its modules)
     "kmtlib.analysis.broad_tasks": "maths",
+    # (the map into a trained layer's domain and the data's own frame: the estimator's, and
+    # training's where it presents its tasks as the estimator presents data)
+    "kmtlib.analysis.domain_map": "maths",
+    "kmtlib.analysis.frame": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",
@@ -87,8 +91,8 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
     "kmtlib.estimator": "estimator",
-    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back)
-    "kmtlib.estimator.frame": "estimator",  # (the data's own frame: principal axes with a sign rule, numpy only)
+    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back, re-exported)
+    "kmtlib.estimator.frame": "estimator",  # (the data's own frame, re-exported)
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 

@@ -36,14 +36,14 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from ..analysis.domain_map import DomainMap, translation_map
+from ..analysis.frame import data_unit, frame_turns
 from ..device import resolve_device
 from ..init import init_centers
 from ..io.model_file import load_model
 from ..lloyd import lloyd_step
 from ..objective import assignment_cost, nearest_center, squared_distances
 from ..transformer import KMeansTransformer
-from .domain_map import DomainMap, translation_map
-from .frame import data_unit, frame_turns
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import FAMILIES
-from .config import _DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, TASK_FAMILIES, TrainConfig
+from .config import _DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, LOSSES, STARTS, TASK_FAMILIES, TrainConfig
 from .group import configs_for_seeds, parse_seeds, seed_folders, train_group
 from .loop import train
 from .run_folder import RUN_FILES, RunInUseError, portable_path
@@ -35,6 +35,20 @@ def _parser() -> argparse.ArgumentParser:
         "--tasks", choices=TASK_FAMILIES, default=d.tasks,
         help="training tasks: the paper's mixtures or the broad family of kmtlib.analysis.broad_tasks "
         "(default %(default)s)",
+    )
+    p.add_argument(
+        "--starts", choices=STARTS, default=d.starts,
+        help="where a step starts the layer: random k-subsets (the paper's) or the estimator's k-means++ centres "
+        "in its domain (needs --tasks broad and --loss lloyd_gap; default %(default)s)",
+    )
+    p.add_argument(
+        "--loss", choices=LOSSES, default=d.loss,
+        help="the smoothed objective after one step (the paper's) or the gap to Lloyd's fixed point from the same "
+        "start after --layer-steps steps (default %(default)s)",
+    )
+    p.add_argument(
+        "--layer-steps", type=int, default=d.layer_steps, dest="layer_steps",
+        help="--loss lloyd_gap: the layer steps run before the loss (the estimator runs 20; default %(default)s)",
     )
     p.add_argument(
         "--init-from", default=d.init_from, dest="init_from",

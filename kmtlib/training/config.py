@@ -28,6 +28,16 @@ TASK_FAMILIES: tuple[str, ...] = ("paper", "broad")
 """The training task distributions: the paper's (:func:`kmtlib.sample_tasks` with ``family`` and
 ``scale``) or the broad family of :func:`kmtlib.analysis.broad_tasks.sample_broad_tasks`."""
 
+STARTS: tuple[str, ...] = ("random", "estimator")
+"""Where a training step starts the layer: ``"random"`` (a random k-subset of the task's points,
+the paper's) or ``"estimator"`` (the task presented as ``TransformerKMeans`` presents a user's
+data, from its greedy k-means++ centres: :func:`kmtlib.training.estimator_use.estimator_batch`)."""
+
+LOSSES: tuple[str, ...] = ("soft_objective", "lloyd_gap")
+"""What a training step lowers: ``"soft_objective"`` (the smoothed objective of the centres after
+one layer step, the paper's) or ``"lloyd_gap"`` (the relative gap, after ``layer_steps`` layer
+steps, to Lloyd's fixed point from the same start: :func:`kmtlib.training.estimator_use.lloyd_gap_loss`)."""
+
 LOSS_TEMPERATURE_RULES: tuple[str, ...] = ("fixed", "log_k")
 """How the loss inverse temperature depends on a batch's k (:meth:`TrainConfig.loss_inv_temp_at`)."""
 
@@ -63,6 +73,9 @@ class TrainConfig:
     code_width: int = 0
     tasks: str = "paper"
     init_from: str = ""
+    starts: str = "random"
+    loss: str = "soft_objective"
+    layer_steps: int = 1
 
     @property
     def mixed_k(self) -> bool:
@@ -116,6 +129,9 @@ class TrainConfig:
         check_choice("loss_temperature_rule", self.loss_temperature_rule, LOSS_TEMPERATURE_RULES)
         check_int("code_width", self.code_width, minimum=0)
         check_choice("tasks", self.tasks, TASK_FAMILIES)
+        check_choice("starts", self.starts, STARTS)
+        check_choice("loss", self.loss, LOSSES)
+        check_int("layer_steps", self.layer_steps, minimum=1)
         if not isinstance(self.init_from, str):
             raise TypeError(f"init_from must be the path of a saved model or '', got {self.init_from!r}")
 
@@ -132,6 +148,13 @@ class TrainConfig:
             raise ValueError(
                 "loss_temperature_rule 'log_k' needs a run for any number of clusters with k >= 2 and k_min >= 2"
             )
+        if (self.starts == "estimator") != (self.loss == "lloyd_gap"):
+            raise ValueError(f"starts={self.starts!r} with loss={self.loss!r}: the estimator's starts and the "
+                             "'lloyd_gap' loss go together (the loss needs each start's Lloyd reference)")
+        if self.starts == "estimator" and (self.tasks != "broad" or self.device != "cpu"):
+            raise ValueError("starts='estimator' draws broad tasks on the CPU: tasks must be 'broad', device 'cpu'")
+        if self.layer_steps != 1 and self.loss != "lloyd_gap":
+            raise ValueError(f"layer_steps={self.layer_steps}: only the 'lloyd_gap' loss runs more than one step")
         if self.cluster_broadcast != "ones" and not self.mixed_k:
             raise ValueError("cluster_broadcast needs k_max > 0 (a run for any number of clusters)")
 
@@ -189,6 +212,7 @@ def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
 
 
 _OPTIONS_ADDED_LATER: frozenset[str] = frozenset(
-    {"cluster_broadcast", "loss_temperature_rule", "code_width", "tasks", "init_from"}
+    {"cluster_broadcast", "loss_temperature_rule", "code_width", "tasks", "init_from", "starts", "loss",
+     "layer_steps"}
 )
 """Training options that runs written before them do not record (they ran with the default)."""

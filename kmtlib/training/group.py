@@ -94,6 +94,8 @@ def train_group(
     outs = [checked_run_folder(o) for o in out_dirs]  # (every folder checked before any is created)
     if len(outs) != len(runs):
         raise ValueError(f"{len(runs)} run configuration(s) but {len(outs)} run folder(s)")
+    if any(run.starts != "random" for run in runs):
+        raise ValueError("starts='estimator' trains one run at a time (kmtlib.training.train), not in a group")
     problem = group_problem(runs)
     if problem is not None:
         raise ValueError(f"these runs cannot train as one group: {problem}")

@@ -27,6 +27,13 @@ from ..io.model_file import (
 from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer
 from .config import _DTYPES, TrainConfig, derive_seeds
+from .estimator_use import (
+    EstimatorBatch,
+    estimator_batch,
+    estimator_use_metrics,
+    layer_final_centers,
+    lloyd_gap_loss,
+)
 from .provenance import _sha256, source_fingerprint
 from .resume import _resume_point, _ResumePoint
 from .run_folder import (
@@ -49,7 +56,7 @@ from .run_folder import (
     parse_log,
 )
 from .state import _new_training_state, _rng_states, _set_rng_states
-from .tasks import _sample, _validate, make_validation_batches
+from .tasks import _sample, _validate, estimator_validation_batches, make_validation_batches
 
 
 def train(
@@ -123,8 +130,11 @@ def _train_locked(
             if stop_at is not None and run.step >= stop_at:
                 status = "stopped"
                 break
-            X, C0, k = run.draw_batch()
-            loss = step_alone(run.model, run.optimizer, X, C0, config.loss_inv_temp_at(k))
+            if config.loss == "lloyd_gap":
+                loss = step_for_estimator(run.model, run.optimizer, run.draw_estimator_batch(), config.layer_steps)
+            else:
+                X, C0, k = run.draw_batch()
+                loss = step_alone(run.model, run.optimizer, X, C0, config.loss_inv_temp_at(k))
             row = run.advance(loss)
             bar.update(1)
             if row is not None:
@@ -144,6 +154,20 @@ def step_alone(
     optimiser update; returns the loss. (:func:`kmtlib.training.group.step_together` is the step
     of a group.)"""
     loss = _smoothed_objective(X, model.step(X, C0), inv_temp).mean()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def step_for_estimator(
+    model: KMeansTransformer, optimizer: torch.optim.Optimizer, batch: EstimatorBatch, layer_steps: int
+) -> torch.Tensor:
+    """One training step for the estimator's use: ``layer_steps`` layer steps from the batch's
+    k-means++ centres, the loss :func:`~kmtlib.training.estimator_use.lloyd_gap_loss` against
+    Lloyd's fixed point from the same centres, and one optimiser update; returns the loss."""
+    final = layer_final_centers(model, batch.X, batch.C0, batch.filled, layer_steps)
+    loss = lloyd_gap_loss(batch.X, final, batch.reference)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -243,7 +267,10 @@ class _Run:
         state = _new_training_state(config, device, self.seeds) if self.point is None else self.point.state
         self.model, self.optimizer, self.scheduler = state.model, state.optimizer, state.scheduler
         self.generators = state.generators
-        self.validation = make_validation_batches(config, device)
+        if config.loss == "lloyd_gap":
+            self.estimator_validation = estimator_validation_batches(config)
+        else:
+            self.validation = make_validation_batches(config, device)
         self.best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
         self.wall_before = 0.0
         self.best_state: dict[str, torch.Tensor] | None = None
@@ -291,6 +318,13 @@ class _Run:
         X = _sample(config, g, self.device, self.dtype, k)
         return X, init_centers(X, k, "random", generator=g), k
 
+    def draw_estimator_batch(self) -> EstimatorBatch:
+        """The next training batch for the estimator's use (``starts="estimator"``): k drawn as in
+        :meth:`draw_batch`, then :func:`~kmtlib.training.estimator_use.estimator_batch`."""
+        config, g = self.config, self.generators["train"]
+        k = self.training_ks[int(torch.randint(len(self.training_ks), (), generator=g))] if config.mixed_k else config.k
+        return estimator_batch(config.batch, config.n, config.d, k, g, self.dtype)
+
     def advance(self, loss: torch.Tensor) -> dict[str, Any] | None:
         """Count a step whose optimiser update is made; evaluate and checkpoint when one is due
         (returns its row)."""
@@ -314,7 +348,10 @@ class _Run:
         """Validate, step the schedule, append the log row, save best.pt when it is the best so far and
         the checkpoint; returns the row."""
         config, model, step = self.config, self.model, self.step
-        rel, logobj = _validate(model, self.validation, config.batch)
+        if config.loss == "lloyd_gap":
+            rel, logobj = estimator_use_metrics(model, self.estimator_validation, config.layer_steps)
+        else:
+            rel, logobj = _validate(model, self.validation, config.batch)
         if step > 0:
             self.scheduler.step(rel)
         wall_s = self.wall()

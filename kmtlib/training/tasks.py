@@ -16,6 +16,7 @@ from ..objective import _kmeans_objective
 from ..tasks import sample_tasks
 from ..transformer import KMeansTransformer
 from .config import _DTYPES, TrainConfig, derive_seeds
+from .estimator_use import EstimatorBatch, estimator_batch
 
 
 def _generator(seed: int, device: torch.device) -> torch.Generator:
@@ -86,6 +87,17 @@ def make_validation_batches(
         C0 = init_centers(X, k, "random", generator=g)
         groups.append((X, C0, lloyd(X, C0, 1, empty="random", generator=g_lloyd).objective[:, 1]))
     return groups
+
+
+def estimator_validation_batches(config: TrainConfig) -> list[EstimatorBatch]:
+    """The validation tasks of a run for the estimator's use (``starts="estimator"``):
+    ``val_batches`` batches of :func:`~kmtlib.training.estimator_use.estimator_batch` from the
+    run's validation seed, the training numbers of clusters in turn (held-out ones never)."""
+    config = config.validated()
+    g = _generator(derive_seeds(config.seed)["validation"], torch.device("cpu"))
+    ks = config.training_ks()
+    return [estimator_batch(config.batch, config.n, config.d, ks[i % len(ks)], g, _DTYPES[config.dtype])
+            for i in range(config.val_batches)]  # fmt: skip
 
 
 @torch.no_grad()
