@@ -21,7 +21,7 @@ from sklearn.metrics import euclidean_distances
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
-import kmtlib.estimator.frame
+import kmtlib.analysis.frame
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
 from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, lloyd_to_fixed_point, means_readout, pretrained_model
@@ -413,7 +413,7 @@ def _layer_candidate(X: np.ndarray, k: int, random_state: int, steps: int = 20) 
     domain, ``steps`` steps of the shipped layer (padding kept at 0), the map back, the read-out
     and Lloyd to a fixed point."""
     seeding = TransformerKMeans(k, model="theorem", steps=0, random_state=random_state).fit(X).cluster_centers_
-    unit = kmtlib.estimator.frame.data_unit(X)
+    unit = kmtlib.analysis.frame.data_unit(X)
     Xu, Cu = X / unit, seeding / unit
     dm = DomainMap.fit(Xu, 32)
     model = pretrained_model()

@@ -14,8 +14,8 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kmtlib import KMeansTransformer, TransformerKMeans
+from kmtlib.analysis.frame import principal_frame
 from kmtlib.estimator import means_readout
-from kmtlib.estimator.frame import principal_frame
 
 
 def _anisotropic(seed: int, n: int = 240, d: int = 4, k: int = 4) -> np.ndarray:

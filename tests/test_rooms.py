@@ -91,8 +91,6 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
     "kmtlib.estimator": "estimator",
-    "kmtlib.estimator.domain_map": "estimator",  # (the map into a model's domain and back, re-exported)
-    "kmtlib.estimator.frame": "estimator",  # (the data's own frame, re-exported)
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 

@@ -275,7 +275,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
             without replacement where n > m; the read-out, the polish and the labels are over all
             points. A sample whose attention cannot fit in the device's memory is refused.
         frames: for a trained model, the number of frames it runs in (1 to :data:`MAX_FRAMES`),
-            every seeding in each: the data's own frame (:func:`kmtlib.estimator.frame.principal_frame`) and
+            every seeding in each: the data's own frame (:func:`kmtlib.analysis.frame.principal_frame`) and
             ``frames - 1`` fixed rotations of it, the same for every data set; the run of lowest
             inertia is kept. The layer is not equivariant to rotations, so the frame changes its
             result; each frame costs a run.
