@@ -64,7 +64,7 @@ SPECS: dict[str, ChapterSpec] = {
                 "live_d": size(int, quick=4, book=8, paper=8, minimum=1),
                 "live_k": size(int, quick=3, book=6, paper=6, minimum=1, maximum="live_n"),
                 "live_steps": size(int, quick=30, book=2000, paper=2000, minimum=1),
-                "n_tasks": size(int, quick=16, book=96, paper=320, minimum=1),
+                "n_tasks": size(int, quick=16, book=32, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=20),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
             },
@@ -73,7 +73,7 @@ SPECS: dict[str, ChapterSpec] = {
             "06_ablation_d_only",
             {
                 "weights_dir": option(str),
-                "n_tasks": size(int, quick=16, book=96, paper=320, minimum=1),
+                "n_tasks": size(int, quick=16, book=32, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=20),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
             },
@@ -82,8 +82,8 @@ SPECS: dict[str, ChapterSpec] = {
             "07_generalization",
             {
                 "weights_dir": option(str),
-                "n_tasks": size(int, quick=16, book=96, paper=320, minimum=1),
-                "n_tasks_large": size(int, quick=2, book=20, paper=320, minimum=1),
+                "n_tasks": size(int, quick=16, book=32, paper=320, minimum=1),
+                "n_tasks_large": size(int, quick=2, book=6, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=20),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
             },
