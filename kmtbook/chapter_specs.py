@@ -106,7 +106,7 @@ SPECS: dict[str, ChapterSpec] = {
             "09_inside_the_layer",
             {
                 "weights_dir": option(str),
-                "n_tasks": size(int, quick=24, book=256, paper=320, minimum=2),
+                "n_tasks": size(int, quick=24, book=96, paper=320, minimum=2),
                 "map_tasks": size(int, quick=2, book=4, paper=4, minimum=1, maximum=8),
                 "map_points": size(int, quick=30, book=30, paper=30, minimum=10, maximum=512),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
