@@ -116,7 +116,7 @@ SPECS: dict[str, ChapterSpec] = {
         ChapterSpec(
             "10_variants",
             {
-                "n_tasks": size(int, quick=16, book=128, paper=512, minimum=2),
+                "n_tasks": size(int, quick=16, book=64, paper=512, minimum=2),
                 "n": size(int, quick=120, book=300, paper=1000, minimum=30),
                 "steps": size(int, quick=15, book=30, paper=50, minimum=2),
                 "n_peer_tasks": size(int, quick=3, book=12, paper=48, minimum=1),
