@@ -144,21 +144,25 @@ def fair_test(
     max_restarts: int = 32,
     batch: int = 32,
     ns_by_k: dict[int, int] | None = None,
-    from_kmeanspp: bool = True,
+    seeded_models: int | None = None,
 ) -> FairTest:
     """Every method on the same tasks from the same initial centres, at every ``k`` (and every ``n``
     of ``ns``, default 512; or the ``n`` that ``ns_by_k`` gives each k).
 
     Methods: each model (named ``layer 1``, ``layer 2``, ... in the order given) and ``Lloyd`` from a
     random k-subset ``C0`` of the points; ``k-means++ then Lloyd`` from k-means++ seeds, and each
-    model from the same seeds for the same steps (``k-means++ then layer 1``, ...; with
-    ``from_kmeanspp``); ``best of R
+    model from the same seeds for the same steps (``k-means++ then layer 1``, ...; the first
+    ``seeded_models`` models, all of them when None, none when 0); ``best of R
     Lloyd`` (R random k-subsets, ``C0`` the first, the lowest final objective per task), with R the
     number of Lloyd runs that cost as much time as one run of the first model (measured here on these
     tasks, capped at ``max_restarts``). Empty clusters: Lloyd re-seeds them at a random data
     point (the paper's rule). ``generator_for(k, n, stream)`` gives the generators (a chapter's
     seeded generator), so that every method sees the same draws whatever the list of methods.
     """
+    if seeded_models is not None and not 0 <= seeded_models <= len(models):
+        raise ValueError(
+            f"seeded_models must be between 0 and the number of models ({len(models)}), got {seeded_models}"
+        )
     if ns_by_k is not None:
         cases = [(k, ns_by_k[k]) for k in ks]
     else:
@@ -183,7 +187,7 @@ def fair_test(
         lloyd_seconds = time.perf_counter() - t1
         finals["k-means++ then Lloyd"] = kmtlib.lloyd(X, Cpp, steps, empty="random",
                                                       generator=generator_for(k, n, 3)).final_centers  # fmt: skip
-        for i, model in enumerate(models if from_kmeanspp else []):  # from the same k-means++ centres
+        for i, model in enumerate(models[:seeded_models]):  # from the same k-means++ centres
             finals[f"{SEEDED_LAYER}{i + 1}"] = _batched(model, X, Cpp, steps, batch)
         R = restarts[k] = _restarts_matched(layer_seconds, lloyd_seconds, max_restarts)
         best_C, best_obj = finals["Lloyd"], kmtlib.kmeans_objective(X, finals["Lloyd"])
@@ -274,6 +278,9 @@ class Verdict:
     seeded_below_lloyd: tuple[int, ...] | None = None
     """The k where the layers started from the k-means++ seeds end below Lloyd from the same seeds
     after as many steps (None: the test did not run them)."""
+    seeded_layers: str = "the layers'"
+    """Whose mean ``seeded_below_lloyd`` compares: every layer's, or the first ones' when the test ran
+    only those from the k-means++ seeds."""
 
     def sentences(self) -> list[str]:
         """The verdict in words, every number and every k from the fields above."""
@@ -299,8 +306,8 @@ class Verdict:
             )
         if self.seeded_below_lloyd is not None:
             not_below = [k for k in self.ks if k not in self.seeded_below_lloyd]
-            out.append(f"From the same k-means++ centres and the same number of steps, the layers' mean log objective "
-                       f"is below Lloyd's at {len(self.seeded_below_lloyd)} of {n} values of k"
+            out.append(f"From the same k-means++ centres and the same number of steps, {self.seeded_layers} mean log "
+                       f"objective is below Lloyd's at {len(self.seeded_below_lloyd)} of {n} values of k"
                        + (f" (not at k = {_ks_text(not_below)})." if not_below else " (all of them)."))  # fmt: skip
         if self.scaled_below_lloyd is not None:
             out.append(f"With n growing with k, the layers' mean is below Lloyd's at {len(self.scaled_below_lloyd)} "
@@ -358,7 +365,15 @@ def verdict(test: FairTest, scaled: FairTest | None = None, large_above: int = 1
         )
         if seeded_names
         else None,
+        seeded_layers=_seeded_layers_text(len(seeded_names), len(layer_names)),
     )
+
+
+def _seeded_layers_text(seeded: int, layers: int) -> str:
+    """Whose mean the verdict's k-means++ sentence gives: all layers, or the first of them."""
+    if seeded >= layers:
+        return "the layers'"
+    return "the first layer's" if seeded == 1 else f"the first {seeded} layers'"
 
 
 def renumbering_sentence(as_trained: float, renumbered: float, symmetrised: float, lloyd: float) -> str:

@@ -133,3 +133,12 @@ def test_mixed_k_training_is_deterministic_and_resumes_bitwise(tmp_path):
     assert a.config.any_k
     for (name, pa), pb in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(pa, pb), name
+
+
+def test_fair_test_names_seeded_models_beyond_the_models_given():
+    """Asking more layers to start from the k-means++ seeds than there are layers is an error
+    naming the parameter, raised before any task is drawn."""
+    from kmtbook.any_k import fair_test
+
+    with pytest.raises(ValueError, match="seeded_models"):
+        fair_test([object()], [4], 2, generator_for=None, seeded_models=2)  # type: ignore[list-item]

@@ -83,3 +83,15 @@ def test_verdict_compares_the_layers_and_lloyd_from_the_same_kmeanspp_centres():
            "Lloyd's at 1 of 3 values of k (not at k = 4, 32)." in " ".join(v.sentences())  # fmt: skip
     without = verdict(_test(RESULTS))
     assert without.seeded_below_lloyd is None and "k_seeded_layer_below_lloyd" not in without.metrics()
+
+
+def test_verdict_names_the_first_layer_when_only_it_ran_from_the_kmeanspp_centres():
+    """Two layers from random centres, only the first from the k-means++ seeds (the book profile's
+    test): the comparison is that layer's alone, and the sentence says whose it is."""
+    seeded = {4: 4.5, 8: 3.0, 32: 3.9}  # layer 1 from the k-means++ seeds (Lloyd from them: 4.0)
+    results = {k: dict(m, **{"k-means++ then layer 1": [seeded[k]] * 4, "layer 2": m["layer 1"]})
+               for k, m in RESULTS.items()}  # fmt: skip
+    v = verdict(_test(results))
+    assert v.seeded_below_lloyd == (8, 32)
+    assert "the same number of steps, the first layer's mean log objective is below Lloyd's at 2 of 3 values of k " \
+           "(not at k = 4)." in " ".join(v.sentences())  # fmt: skip
