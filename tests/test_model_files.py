@@ -1,6 +1,6 @@
 """Model files: format 2 (the LayerConfig beside the weights) round-trips bitwise, and format 1
 (``{"builder", "kwargs"}`` and the old layer classes' weight names, before version 0.2) is still
-read, to the same numbers: the shipped weights in data/weights and hand-written files of every
+read, to the same numbers: the first three shipped seeds of data/weights and hand-written files of every
 builder."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import kmtlib
+from kmtbook.paper_sweep import PAPER_SEEDS
 from kmtlib import KMeansTransformer, load_model
 from kmtlib.io.model_file import MODEL_FORMAT, OLD_MODEL_FORMATS
 from kmtlib.layer import BLOCK_NAMES, LayerConfig
@@ -22,6 +23,9 @@ F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "data" / "weights").glob("*/model.pt"))
 OLD_FORMAT = OLD_MODEL_FORMATS[0]
+FIRST_SEEDS = PAPER_SEEDS[:3]  # shipped before kmtlib 0.2, in format 1; later seeds are in today's format
+SHIPPED_FORMAT_1 = [p for p in SHIPPED if int(p.parent.name.split("_seed")[1]) in FIRST_SEEDS]
+SHIPPED_LATER = [p for p in SHIPPED if p not in SHIPPED_FORMAT_1]
 
 
 def _tasks(d: int, k: int, dtype=F64, B: int = 3, n: int = 30, seed: int = 0):
@@ -46,11 +50,16 @@ def _assert_same_model(a: KMeansTransformer, b: KMeansTransformer, steps: int = 
 
 
 # ------------------------------------------------------------------------------------ shipped (format 1)
-def test_the_shipped_weights_are_there():
-    assert len(SHIPPED) == 6, SHIPPED
+def test_the_shipped_weights_are_the_papers_seeds_at_both_widths():
+    """Both widths for the same seeds, every one of the paper's, the first three among them."""
+    runs = {(p.parent.name.split("_seed")[0], int(p.parent.name.split("_seed")[1])) for p in SHIPPED}
+    seeds = {seed for _, seed in runs}
+    assert runs == {(width, seed) for width in ("onehot", "none") for seed in seeds}, runs
+    assert set(FIRST_SEEDS) <= seeds <= set(PAPER_SEEDS), seeds
+    assert len(SHIPPED_FORMAT_1) == 6
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.parent.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED_FORMAT_1, ids=[p.parent.name for p in SHIPPED_FORMAT_1])
 def test_each_shipped_model_file_of_format_1_loads(path, tmp_path):
     payload = torch.load(path, weights_only=True)
     assert payload["format"] == OLD_FORMAT and payload["config"]["builder"] == "trainable"
@@ -80,6 +89,24 @@ def test_each_shipped_model_file_of_format_1_loads(path, tmp_path):
     again = load_model(model.save(tmp_path / "model.pt"))
     assert torch.load(tmp_path / "model.pt", weights_only=True)["format"] == MODEL_FORMAT
     _assert_same_model(model, again)
+
+
+@pytest.mark.parametrize("path", SHIPPED_LATER, ids=[p.parent.name for p in SHIPPED_LATER])
+def test_each_later_shipped_model_file_is_the_trained_configuration_of_its_manifest(path, tmp_path):
+    """Seeds shipped after the first three are files of today's format, of the configuration their
+    training manifest names, and read back bitwise when saved again."""
+    payload = torch.load(path, weights_only=True)
+    assert payload["format"] == MODEL_FORMAT
+    model = load_model(path)
+    config = json.loads((path.parent / "manifest.json").read_text())["config"]
+    assert config["seed"] == int(path.parent.name.split("_seed")[1]) and config["steps"] == 10_000
+    assert model.config == kmtlib.learned.trainable_config(
+        config["d"], config["k"], config["embedding"], config["gamma"], config["dropout"]
+    )
+    X, C0 = _tasks(model.d, model.k, dtype=torch.float32, B=2, n=40)
+    with torch.no_grad():
+        assert torch.isfinite(model.eval()(X, C0, steps=2).centers).all()
+    _assert_same_model(model, load_model(model.save(tmp_path / "model.pt")))
 
 
 # ------------------------------------------------------------------------------------ format 2
