@@ -156,7 +156,7 @@ SPECS: dict[str, ChapterSpec] = {
                 "points_per_cluster": size(int, quick=8, book=16, paper=32, minimum=2),
                 "scaled_tasks": size(int, quick=4, book=8, paper=320, minimum=1),
                 "max_seeds": size(int, quick=1, book=3, paper=10, minimum=1),
-                "seeded_layers": size(int, quick=1, book=1, paper=10, minimum=1, maximum="max_seeds"),
+                "seeded_layers": size(int, quick=1, book=1, paper=10, minimum=1),
                 "perm_tasks": size(int, quick=16, book=48, paper=320, minimum=1),
             },
         ),
