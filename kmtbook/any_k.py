@@ -84,6 +84,7 @@ def polish(
         done += steps
         C = run.final_centers
         moved = (run.centers[:, -1] - run.centers[:, -2]).abs().amax(dim=(1, 2)) > 0
+        assert run.n_empty is not None  # (Lloyd's algorithm records its empty clusters at every step)
         settled = ~moved & (run.n_empty[:, -1] == 0)
         if done >= max_steps or bool(settled.all()):
             return run.objective[:, -1], moved
