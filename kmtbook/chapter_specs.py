@@ -135,7 +135,7 @@ SPECS: dict[str, ChapterSpec] = {
                 "run_steps": size(
                     int,
                     quick=10,
-                    book=150,
+                    book=100,
                     paper=300,
                     minimum=lambda values: 2 * values["eval_every"],
                     multiple_of="eval_every",
