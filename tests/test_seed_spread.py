@@ -70,4 +70,5 @@ def test_task_noise_reading_says_whether_the_seeds_add_to_the_tasks_spread():
     assert "not the training seeds, set the spread" in said
     said = task_noise_reading(wide, lloyd, 16)
     assert "2.1 times that" in said and "add a spread of their own" in said
-    assert task_noise_reading(spread_against_paper([5.0], 5.0), spread_against_paper([5.2], 5.26), 16).startswith("One seed")
+    one_seed = task_noise_reading(spread_against_paper([5.0], 5.0), spread_against_paper([5.2], 5.26), 16)
+    assert one_seed.startswith("One seed")
