@@ -79,6 +79,24 @@ def spread_reading(name: str, s: dict[str, Any]) -> str:
             "width.")
 
 
+def task_noise_reading(layer: dict[str, Any], lloyd: dict[str, Any], tasks_per_seed: int) -> str:
+    """What part of the layer's spread over seeds the tasks alone explain: Lloyd's algorithm has no
+    training seed, so its range over the same seed slots (each slot evaluated on its own
+    ``tasks_per_seed`` tasks, the same tasks as the layer of that slot) is the range the task sample
+    makes by itself. ``layer`` and ``lloyd`` are :func:`spread_against_paper` results."""
+    if layer["n_seeds"] < 2:
+        return "One seed: no spread over seeds to take apart."
+    head = (f"Lloyd has no training seed, yet its values range over {lloyd['range']:.3f} across the same "
+            f"{lloyd['n_seeds']} seed slots: each slot has its own {tasks_per_seed} tasks, and that range is the "
+            f"task sample's alone. The layer's range is {layer['range']:.3f}")
+    if layer["range"] <= lloyd["range"]:
+        return (head + ", no wider: at this number of tasks per seed the tasks, not the training seeds, set the "
+                "spread, and the comparison with the paper's ribbon (320 tasks per seed) says little about "
+                "seed-to-seed variation.")
+    return (head + f", {layer['range'] / max(lloyd['range'], 1e-12):.1f} times that: the training seeds add a "
+            "spread of their own to the task sample's.")
+
+
 def shipped_table(index: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs of a ``data/weights/index.json`` as rows: width, seed, final validation numbers,
     steps and wall time (minutes), in the order of the file."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
+import torch
 
-from kmtbook.any_k import FairTest, renumbering_sentence, verdict
+import kmtlib
+from kmtbook.any_k import POLISH_STEPS, FairTest, polish, renumbering_sentence, verdict
 
 
 def _test(results: dict[int, dict[str, list[float]]], n: int = 512) -> FairTest:
@@ -95,3 +98,30 @@ def test_verdict_names_the_first_layer_when_only_it_ran_from_the_kmeanspp_centre
     assert v.seeded_below_lloyd == (8, 32)
     assert "the same number of steps, the first layer's mean log objective is below Lloyd's at 2 of 3 values of k " \
            "(not at k = 4)." in " ".join(v.sentences())  # fmt: skip
+
+
+@pytest.mark.parametrize("n, k, seed", [(40, 12, 0), (300, 16, 1), (60, 3, 2)])
+def test_polish_gives_the_numbers_of_the_full_lloyd_run(n, k, seed):
+    """Stopping at the round where every task is at a fixed point changes nothing: the final
+    objective and the still-moving flags are those of all POLISH_STEPS steps in one run (from the
+    same generator state), also where clusters empty out and are re-seeded on the way."""
+    g = torch.Generator().manual_seed(seed)
+    X = kmtlib.sample_tasks(6, n, 2, k, generator=g, dtype=torch.float64)
+    C0 = kmtlib.init_centers(X, k, "random", generator=g) * 3.0  # far from the data: clusters empty out
+    full = kmtlib.lloyd(X, C0, POLISH_STEPS, empty="random", generator=torch.Generator().manual_seed(7))
+    objective, moved = polish(X, C0, torch.Generator().manual_seed(7))
+    assert torch.equal(objective, full.objective[:, -1])
+    assert torch.equal(moved, (full.centers[:, -1] - full.centers[:, -2]).abs().amax(dim=(1, 2)) > 0)
+    assert int(full.n_empty.sum()) > 0 or seed == 2  # the re-seeding path is taken in the first two cases
+
+
+def test_polish_stops_early_only_at_a_fixed_point():
+    g = torch.Generator().manual_seed(3)
+    X = kmtlib.sample_tasks(4, 200, 2, 5, generator=g, dtype=torch.float64)
+    C0 = kmtlib.init_centers(X, 5, "random", generator=g)
+    objective, moved = polish(X, C0, torch.Generator().manual_seed(0), max_steps=1)
+    one = kmtlib.lloyd(X, C0, 1, empty="random", generator=torch.Generator().manual_seed(0))
+    assert torch.equal(objective, one.objective[:, -1])
+    assert bool(moved.any())  # one step from random centres leaves tasks moving: reported, not hidden
+    with pytest.raises(ValueError, match="max_steps"):
+        polish(X, C0, torch.Generator(), max_steps=0)

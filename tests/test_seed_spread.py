@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kmtbook.seed_spread import main, shipped_table, spread_against_paper, spread_reading
+from kmtbook.seed_spread import main, shipped_table, spread_against_paper, spread_reading, task_noise_reading
 
 
 def test_three_seeds_against_the_papers_value():
@@ -59,3 +59,16 @@ def test_the_shipped_table_lists_every_run(tmp_path, capsys):
     path.write_text("{")
     with pytest.raises(SystemExit):
         main(["--index", str(path)])
+
+
+def test_task_noise_reading_says_whether_the_seeds_add_to_the_tasks_spread():
+    lloyd = spread_against_paper([5.06, 5.35, 5.27, 5.30], 5.26)  # range 0.29: tasks alone
+    narrow = spread_against_paper([4.90, 5.12, 5.00, 4.99], 5.00)  # range 0.22
+    wide = spread_against_paper([4.70, 5.30, 5.00, 4.99], 5.00)  # range 0.60
+    said = task_noise_reading(narrow, lloyd, 16)
+    assert "0.290" in said and "0.220" in said and "its own 16 tasks" in said
+    assert "not the training seeds, set the spread" in said
+    said = task_noise_reading(wide, lloyd, 16)
+    assert "2.1 times that" in said and "add a spread of their own" in said
+    one_seed = task_noise_reading(spread_against_paper([5.0], 5.0), spread_against_paper([5.2], 5.26), 16)
+    assert one_seed.startswith("One seed")
