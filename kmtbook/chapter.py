@@ -176,6 +176,10 @@ class Chapter:
             raise ValueError(f"figure {label}: write the number's own form (kmtbook.figure_checks.plural), "
                              f"not a template plural: {plurals}")
         self.figure_problems += [f"{label}: {problem}" for problem in figure_problems(fig)]
+        # The checks drew the figure, and its layout engine placed the panels. Keep that placement:
+        # every later draw (the PNG, the PDF, the page's copy) would otherwise solve the same layout
+        # again, which for a grid of panels costs more than drawing it.
+        fig.set_layout_engine("none")
         fig.savefig(self.output_dir / f"{label}.png", dpi=150, bbox_inches="tight")
         fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight")
         self.figures.append(label)

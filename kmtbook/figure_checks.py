@@ -77,9 +77,10 @@ def _renderer(fig: Figure):
     return fig.canvas.get_renderer()  # type: ignore[attr-defined]
 
 
-def legends_over_data(fig: Figure) -> list[str]:
-    """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points"."""
-    renderer = _renderer(fig)
+def legends_over_data(fig: Figure, renderer=None) -> list[str]:
+    """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points".
+    ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
+    renderer = renderer or _renderer(fig)
     problems = []
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -96,9 +97,10 @@ def legends_over_data(fig: Figure) -> list[str]:
     return problems
 
 
-def labels_outside_panels(fig: Figure) -> list[str]:
-    """A panel's annotations (``ax.text``, ``ax.annotate``) that reach outside the panel."""
-    renderer = _renderer(fig)
+def labels_outside_panels(fig: Figure, renderer=None) -> list[str]:
+    """A panel's annotations (``ax.text``, ``ax.annotate``) that reach outside the panel.
+    ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
+    renderer = renderer or _renderer(fig)
     problems = []
     for ax in fig.axes:
         panel = ax.get_window_extent(renderer)
@@ -112,6 +114,7 @@ def labels_outside_panels(fig: Figure) -> list[str]:
 
 
 def figure_problems(fig: Figure) -> list[str]:
-    """Everything the checks above find, one line each."""
-    return ([f"template plural in {t!r}" for t in template_plurals(fig)] + legends_over_data(fig)
-            + labels_outside_panels(fig))
+    """Everything the checks above find, one line each (the figure is drawn once for all of them)."""
+    renderer = _renderer(fig)
+    return ([f"template plural in {t!r}" for t in template_plurals(fig)] + legends_over_data(fig, renderer)
+            + labels_outside_panels(fig, renderer))

@@ -85,3 +85,29 @@ def test_save_figure_refuses_a_template_plural(tmp_path):
     (problem,) = chapter.figure_problems
     assert problem.startswith("fig-demo: 3 models: legend over")
     plt.close(fig)
+
+
+def test_save_figure_keeps_the_layout_its_checks_drew(tmp_path):
+    """The PNG, the PDF and the page's copy reuse the constrained layout solved for the checks: the
+    panels stay where a fresh constrained draw of the same figure puts them."""
+    from kmtbook.chapter import Chapter
+
+    def grid():
+        fig, axes = plt.subplots(2, 3, figsize=(7, 4), layout="constrained")
+        for i, ax in enumerate(axes.flat):
+            im = ax.imshow(np.arange(16.0).reshape(4, 4) * i)
+            ax.set_title(f"panel {i}\nsecond line")
+        fig.colorbar(im, ax=axes, label="value")
+        return fig
+
+    chapter = Chapter("01_kmeans_and_lloyd", device="cpu", seed=0, profile="quick", output_dir=str(tmp_path),
+                      sizes={})
+    saved, fresh = grid(), grid()
+    chapter.save_figure(saved, "fig-grid")
+    fresh.canvas.draw()
+    assert (tmp_path / "fig-grid.png").stat().st_size > 0 and (tmp_path / "fig-grid.pdf").stat().st_size > 0
+    assert not saved.get_constrained_layout()
+    for a, b in zip(saved.axes, fresh.axes):
+        assert np.allclose(a.get_position().bounds, b.get_position().bounds)
+    plt.close(saved)
+    plt.close(fresh)
