@@ -166,7 +166,8 @@ class Chapter:
 
         A figure with a template plural ("3 model(s)") is refused; a legend over plotted points or a
         label outside its panel (:mod:`kmtbook.figure_checks`) is recorded in ``metrics.json``
-        under ``figure_problems``, which the chapters' tests read."""
+        under ``figure_problems``, which the chapters' tests read. The figure then keeps the layout
+        of the checks' draw (its layout engine is set to "none"): draw everything before saving."""
         if not label.startswith("fig-"):
             raise ValueError(f"figure labels start with 'fig-', got {label!r}")
         from .figure_checks import figure_problems, template_plurals  # matplotlib: only when drawing
