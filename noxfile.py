@@ -32,11 +32,19 @@ def _setup(session: nox.Session, device: str, extra: str) -> dict[str, str]:
         torch_args = [os.environ.get("TORCH_SPEC", "torch==2.13.0")]
         if os.environ.get("TORCH_INDEX_URL"):
             torch_args += ["--index-url", os.environ["TORCH_INDEX_URL"]]
-        session.install(*torch_args)
-        session.install("-e", f".[{extra}]")
-    session.run("python", "-c", CHECK_TORCH, device)
+        # --no-compile: pip would byte-compile every module of every package (a minute for torch
+        # and the book's tool chain); Python compiles the few that are imported when first imported.
+        session.install("--no-compile", *torch_args)
+        session.install("--no-compile", "-e", f".[{extra}]")
     # Never set MPLBACKEND=Agg here: it strips figure outputs from the executed notebooks.
-    return {"KMT_DEVICE": device}
+    env = {"KMT_DEVICE": device}
+    if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        # The session's own environment keeps what Python compiles on first import, even where the
+        # shell sets PYTHONDONTWRITEBYTECODE: every chapter's kernel would otherwise compile torch,
+        # pandas and matplotlib again (seconds each).
+        env["PYTHONDONTWRITEBYTECODE"] = ""
+    session.run("python", "-c", CHECK_TORCH, device, env=env)
+    return env
 
 
 @nox.session

@@ -30,6 +30,34 @@ from .parameters import ChapterSpec, ParameterError, check_passed_parameters, ke
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+SAVED_DPI = 150  # the PNG a reader cites; the page shows it at the figure's own size (its dpi)
+
+
+def show_saved_png(fig, png: Path) -> None:
+    """In a notebook kernel, close ``fig`` and display ``png`` (written from it at ``SAVED_DPI``) at
+    the size the figure itself would take on the page. Elsewhere (a script, a test) do nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # the book's own environment has IPython; a bare script need not
+        return
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    data = png.read_bytes()
+    plt.close(fig)
+    display(Image(data=data, format="png", width=round(_png_width(data) * fig.dpi / SAVED_DPI)))
+
+
+def _png_width(data: bytes) -> int:
+    """The pixel width of a PNG from its header (the IHDR chunk's first field)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG: the header's signature is missing")
+    return int.from_bytes(data[16:20], "big")
+
+
 def find_repo_root(start: Path | None = None) -> Path:
     """The folder holding ``_config.yml`` (the book root) and the project (``pyproject.toml`` and
     ``kmtlib/``), searched upwards from ``start`` or the cwd; falls back to the folder above the
@@ -162,7 +190,9 @@ class Chapter:
             return str(path)
 
     def save_figure(self, fig, label: str) -> None:
-        """Write ``<label>.png`` and ``<label>.pdf`` into the output folder.
+        """Write ``<label>.png`` and ``<label>.pdf`` into the output folder and, in a notebook, show
+        that PNG as the cell's image (the page shows the very file a reader cites; the figure is
+        closed, so it is not drawn a third time for the page).
 
         A figure with a template plural ("3 model(s)") is refused; a legend over plotted points or a
         label outside its panel (:mod:`kmtbook.figure_checks`) is recorded in ``metrics.json``
@@ -181,9 +211,11 @@ class Chapter:
         # every later draw (the PNG, the PDF, the page's copy) would otherwise solve the same layout
         # again, which for a grid of panels costs more than drawing it.
         fig.set_layout_engine("none")
-        fig.savefig(self.output_dir / f"{label}.png", dpi=150, bbox_inches="tight")
+        png = self.output_dir / f"{label}.png"
+        fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight")
         fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight")
         self.figures.append(label)
+        show_saved_png(fig, png)
 
     def record(self, **values: Any) -> None:
         """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers).

@@ -83,7 +83,7 @@ SPECS: dict[str, ChapterSpec] = {
             {
                 "weights_dir": option(str),
                 "n_tasks": size(int, quick=16, book=16, paper=320, minimum=1),
-                "n_tasks_large": size(int, quick=2, book=3, paper=320, minimum=1),
+                "n_tasks_large": size(int, quick=2, book=2, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=20),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
             },
@@ -106,7 +106,7 @@ SPECS: dict[str, ChapterSpec] = {
             "09_inside_the_layer",
             {
                 "weights_dir": option(str),
-                "n_tasks": size(int, quick=24, book=48, paper=320, minimum=2),
+                "n_tasks": size(int, quick=24, book=32, paper=320, minimum=2),
                 "map_tasks": size(int, quick=2, book=4, paper=4, minimum=1, maximum=8),
                 "map_points": size(int, quick=30, book=30, paper=30, minimum=10, maximum=512),
                 "max_seeds": size(int, quick=1, book=10, paper=10, minimum=1),
@@ -150,7 +150,7 @@ SPECS: dict[str, ChapterSpec] = {
                 "weights_dir": option(str),
                 "forms_dir": option(str),
                 "form_tasks": size(int, quick=4, book=32, paper=320, minimum=1),
-                "n_tasks": size(int, quick=8, book=24, paper=320, minimum=1),
+                "n_tasks": size(int, quick=8, book=16, paper=320, minimum=1),
                 "steps": size(int, quick=20, book=20, paper=20, minimum=1),
                 "k_largest": size(int, quick=16, book=64, paper=64, minimum=4, maximum=64),
                 "points_per_cluster": size(int, quick=8, book=16, paper=32, minimum=2),

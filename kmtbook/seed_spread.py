@@ -73,10 +73,13 @@ def spread_reading(name: str, s: dict[str, Any]) -> str:
         return (f"{name}: one seed ({s['median']:.3f}), no spread over seeds to set against the paper's "
                 f"{s['paper']:.2f}.")
     where = "inside" if s["paper_within_expected_ribbon"] else "outside"
-    return (f"{name}: median {s['median']:.3f} over {s['n_seeds']} seeds, range {s['min']:.3f} to {s['max']:.3f} "
-            f"({s['range']:.3f}); ten seeds spreading alike would span about {s['expected_range_10']:.3f}, and the "
-            f"paper's {s['paper']:.2f} lies {abs(s['paper_minus_median']):.3f} from our median, {where} half that "
-            "width.")
+    head = (f"{name}: median {s['median']:.3f} over {s['n_seeds']} seeds, range {s['min']:.3f} to {s['max']:.3f} "
+            f"({s['range']:.3f})")
+    offset = f"the paper's {s['paper']:.2f} lies {abs(s['paper_minus_median']):.3f} from our median, {where}"
+    if s["n_seeds"] == PAPER_SEEDS:
+        return f"{head}, over as many seeds as the paper's ribbon; {offset} half that range."
+    return (f"{head}; ten seeds spreading alike would span about {s['expected_range_10']:.3f}, and {offset} half "
+            "that width.")
 
 
 def task_noise_reading(layer: dict[str, Any], lloyd: dict[str, Any], tasks_per_seed: int) -> str:

@@ -111,3 +111,36 @@ def test_save_figure_keeps_the_layout_its_checks_drew(tmp_path):
         assert np.allclose(a.get_position().bounds, b.get_position().bounds)
     plt.close(saved)
     plt.close(fresh)
+
+
+def test_save_figure_shows_the_saved_png_in_a_notebook(tmp_path, monkeypatch):
+    """In a kernel the page gets the PNG just written, at the figure's own size, and the figure is
+    closed (no second image from the inline backend); outside one nothing is displayed."""
+    import IPython
+    import IPython.display
+
+    from kmtbook.chapter import Chapter
+
+    chapter = Chapter("01_kmeans_and_lloyd", device="cpu", seed=0, profile="quick", output_dir=str(tmp_path),
+                      sizes={})
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [1, 0])
+    chapter.save_figure(fig, "fig-script")  # no kernel: a script or a test
+    assert shown == [] and plt.fignum_exists(fig.number)
+    plt.close(fig)
+
+    class Kernel:
+        kernel = object()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Kernel())
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=80)
+    ax.plot([0, 1], [1, 0])
+    chapter.save_figure(fig, "fig-page")
+    (image,) = shown
+    png = (tmp_path / "fig-page.png").read_bytes()
+    assert image.data == png
+    assert image.width == round(int.from_bytes(png[16:20], "big") * 80 / 150)
+    assert not plt.fignum_exists(fig.number)

@@ -30,6 +30,10 @@ def test_ten_seeds_use_their_own_range_and_an_even_count_its_middle_pair():
     s = spread_against_paper(values, 5.0)
     assert s["median"] == pytest.approx(5.045)  # the mean of the two middle values
     assert s["expected_range_10"] == pytest.approx(s["range"])  # ten seeds: the range itself
+    reading = spread_reading("trained layer", s)
+    assert "as many seeds as the paper's ribbon" in reading and "inside half that range" in reading
+    assert "spreading alike" not in reading  # nothing to extrapolate
+    assert "outside half that range" in spread_reading("trained layer", spread_against_paper(values, 5.2))
 
 
 def test_one_seed_has_no_spread_and_bad_input_is_named():
