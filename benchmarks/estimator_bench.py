@@ -7,9 +7,10 @@ Per shape (n points, d dimensions, k centres, T steps), three calls timed in int
   max_iter=T, tol=0).fit(X)`` (float64; with ``tol=0`` it stops early only where the labels stop
   changing, so its ``n_iter_`` is recorded: the data are one Gaussian cloud, on which Lloyd's
   labels keep moving for many more than T steps);
-* ``forward``: the theorem model alone, ``KMeansTransformer.from_theorem(d, k)`` in float64,
-  ``model(X, C0, steps=T)`` under ``torch.inference_mode`` (the points already a tensor): the
-  centres, the labels and the objective at every step;
+* ``forward``: the theorem model alone, ``KMeansTransformer.from_theorem(d, k)`` in float64, its
+  whole pass by one kernel, ``kmtlib.whole_pass(model)(X, C0, steps=T)``, under
+  ``torch.inference_mode`` (the points already a tensor): the centres, the labels and the
+  objective at every step;
 * ``fit``: the whole estimator, ``TransformerKMeans(n_clusters=k, model="theorem", init=C0,
   n_init=1, steps=T).fit(X)`` from the NumPy array (its checks, its copies, its labels and inertia).
 
@@ -54,7 +55,7 @@ def _calls(X: np.ndarray, C0: np.ndarray, steps: int) -> dict[str, Callable[[], 
     from kmtlib.estimator import TransformerKMeans
 
     k, d = C0.shape
-    model = kmtlib.KMeansTransformer.from_theorem(d, k).to(torch.float64)
+    model = kmtlib.whole_pass(kmtlib.KMeansTransformer.from_theorem(d, k).to(torch.float64))
     Xt, Ct = torch.from_numpy(X).unsqueeze(0), torch.from_numpy(C0).unsqueeze(0)
 
     def kmeans() -> np.ndarray:

@@ -10,7 +10,7 @@ Two regimes, the same data and the same initial centres C0 for every row:
   pinned thread count.
 
 Rows: ``kmtlib.lloyd`` (batched, empty="mean"), the limit transformer
-``KMeansTransformer.from_theorem(d, k)`` (its forward pass; it computes the same thing as
+``KMeansTransformer.from_theorem(d, k)`` (its whole pass, ``kmtlib.whole_pass(model)``; it computes the same thing as
 ``lloyd(empty="mean")``), ``sklearn.cluster.KMeans(init=C0, n_init=1, max_iter=T, tol=0,
 algorithm="lloyd")`` and ``faiss.Kmeans(niter=T, min_points_per_centroid=1,
 max_points_per_centroid=10**9)`` (no subsampling; float32 only). kmtlib and the transformer run in
@@ -108,9 +108,13 @@ def _kmtlib_lloyd(X: torch.Tensor, C0: torch.Tensor, steps: int) -> Callable[[],
 
 
 def _transformer(model: torch.nn.Module, X: torch.Tensor, C0: torch.Tensor, steps: int) -> Callable[[], Any]:
+    import kmtlib
+
+    whole = kmtlib.whole_pass(model)  # (the fixed-weight model's whole pass by one kernel, asked for by name)
+
     def run():
         with torch.inference_mode():
-            return model(X, C0, steps=steps)
+            return whole(X, C0, steps=steps)
 
     return run
 

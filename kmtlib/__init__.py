@@ -15,9 +15,10 @@ Reading order. The top level of the package is the paper; read it beside the pap
 7. ``learned.py``, ``losses.py``, ``equivariant.py``: the trainable layer of the learning
    experiments, its training loss, and the maps of a layer for any number of clusters.
 8. ``transformer.py``: the model, ``KMeansTransformer``: embed, apply the layer T times, read the
-   centres (the formula; ``model.fast`` sends the same pass to the kernels); its result measures
-   the labels and the objective when they are read, and a trained layer warns on data far from
-   the tasks it was trained on.
+   centres, each step :meth:`KMeansLayer.forward` (``model.fast``: each block's attention by a
+   kernel where one applies, the same numbers); its result measures the labels and the objective
+   when they are read, and a trained layer warns on data outside the tasks it was trained on.
+   ``whole_pass(model)`` asks by name for a fixed-weight model's whole pass by one kernel.
 
 Helpers of the maths: ``_checks.py`` (input checks), ``_numerics.py`` (exact distances and ties),
 ``chunks.py``, ``results.py``, ``device.py``. Skip the subpackages unless you need them (each
@@ -62,7 +63,7 @@ from .constructions import load_theorem_weights, theorem_config
 from .theorems import theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding
 from .io.model_file import ModelFileError, load_model
-from .transformer import KMeansTransformer
+from .transformer import KMeansTransformer, whole_pass
 
 # The learned layer's training loss and multi-step evaluation.
 from .analysis.evaluate import evaluate_multistep, evaluate_seeds
@@ -121,4 +122,5 @@ __all__ = [
     "squared_distances",
     "theorem_config",
     "theorem_weights",
+    "whole_pass",
 ]

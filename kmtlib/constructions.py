@@ -140,6 +140,7 @@ def theorem_config(
         CAC=cac,
         SAC=reset,
         ffn=attention == "dot",
+        construction="theorem 2.1" if attention == "euclidean" else "theorem 2.2",
         origin=f"from_theorem(d={d}, k={k}, {', '.join(options)})",
     ).validated()
 

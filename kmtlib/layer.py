@@ -26,8 +26,11 @@ weights learn -- is one :class:`LayerConfig`, saved with the weights. The theore
 (:mod:`kmtlib.constructions`), the trainable layer (:mod:`kmtlib.learned`) and the circuit
 variants (:mod:`kmtlib.variants`) are each a configuration and an initialiser of the weights.
 
-These classes hold the formula and nothing else. The kernels that compute the same numbers
-faster, and the choice of where they apply, are in :mod:`kmtlib.fast` (``model.fast``).
+These classes hold the formula and nothing else. :meth:`KMeansLayer.forward` is the layer's one
+update on every per-step path: it computes each block's attention by the function it is given,
+the block's own formula by default; with ``model.fast`` the model gives it
+:func:`kmtlib.fast.attend`, which computes the same numbers by a kernel where one applies (as
+nanoGPT's ``if self.flash:`` beside the manual attention).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ._checks import check_choice, check_int, check_positive_float
 from ._numerics import MAX_SCORE_ELEMENTS, tie_equal_keys
@@ -53,8 +56,15 @@ BLOCK_NAMES: tuple[str, ...] = ("CAX", "SAX", "CAC", "SAC")
 SELF_ATTENTION_BLOCKS: tuple[str, ...] = ("SAX", "SAC")
 """The blocks whose keys are their own queries' sequence."""
 
+CONSTRUCTIONS: tuple[str, ...] = ("", "theorem 2.1", "theorem 2.2")
+"""What ``LayerConfig.construction`` may say: no construction, or the theorem whose weights the layer holds."""
+
 RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
 """Attention maps that draw random numbers: the block passes them its ``generator``."""
+
+BlockAttention = Callable[["AttentionBlock", torch.Tensor, torch.Tensor], torch.Tensor]
+"""``attend(block, queries, keys)``: a block's attention on these tokens, ``block(queries, keys)``
+(the formula) or the same numbers by a kernel (:func:`kmtlib.fast.attend`)."""
 
 
 # ------------------------------------------------------------------------------------ config
@@ -136,6 +146,10 @@ class LayerConfig:
         cluster_broadcast: how those maps spread one number over the k cluster coordinates
             (:data:`~kmtlib.equivariant.BROADCASTS`: ``"ones"``, ``"mean"``, ``"unit"``); only
             for ``any_k``.
+        construction: ``"theorem 2.1"`` or ``"theorem 2.2"`` where the layer holds that theorem's
+            fixed weights (:func:`kmtlib.constructions.theorem_config`), else ``""``; the fast
+            path reads it (:mod:`kmtlib.fast.choice`: hard self-attention in closed form, the
+            assignment the tokens hold).
     """
 
     d: int
@@ -155,6 +169,7 @@ class LayerConfig:
     any_k: bool = False
     cluster_broadcast: str = "ones"
     code_width: int = 0
+    construction: str = ""
 
     @property
     def width(self) -> int:
@@ -180,6 +195,7 @@ class LayerConfig:
             raise ValueError(f"a layer for any number of clusters reads one-hot tokens, not {self.embedding!r}")
         check_choice("cluster_broadcast", self.cluster_broadcast, BROADCASTS)
         check_int("code_width", self.code_width, minimum=0)
+        check_choice("construction", self.construction, CONSTRUCTIONS)
         if (self.embedding == "codes") != (self.code_width > 0):
             raise ValueError(f"embedding={self.embedding!r} with code_width={self.code_width}: codes need a width "
                              ">= 1, other embeddings none")  # fmt: skip
@@ -257,7 +273,7 @@ class AttentionBlock(nn.Module):
     def __init__(self, name: str, config: BlockConfig, layer: LayerConfig) -> None:
         super().__init__()
         self.name, self.config = name, config.validated(name)
-        self.d, self.clusters = layer.d, layer.k
+        self.d, self.clusters, self.construction = layer.d, layer.k, layer.construction
         self.query, self.key, self.value = token_map(layer), token_map(layer), token_map(layer)
         self.generator: torch.Generator | None = None  # dropout and random maps (None: global RNG)
 
@@ -347,7 +363,8 @@ class KMeansLayer(nn.Module):
     those names), the optional ``ffn`` and the data normalisation, as ``config`` says.
 
     ``forward(X, C)`` takes point tokens (B, n, D) and centre tokens (B, k, D) and returns the
-    updated pair (module documentation)."""
+    updated pair (module documentation); ``forward(X, C, attend)`` computes each block's attention
+    by ``attend(block, queries, keys)`` (:data:`BlockAttention`), by default the block's formula."""
 
     CAX: AttentionBlock  # (set in __init__)
     SAX: AttentionBlock
@@ -363,12 +380,13 @@ class KMeansLayer(nn.Module):
         self.ffn = FeedForward(c.width, 2 * c.d, c.trainable) if c.ffn else None
         self.manual_seed(c.seed)
 
-    def forward(self, X: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, X: torch.Tensor, C: torch.Tensor, attend: BlockAttention | None = None) -> tuple[Tensor, Tensor]:
+        attend = attend or AttentionBlock.__call__  # (by default the formula: each block's own forward)
         if self.config.normalise_data:
             X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
-        assign, reset = self.CAX(X, C), self.SAX(X, X)
+        assign, reset = attend(self.CAX, X, C), attend(self.SAX, X, X)
         X = X + reset + assign
-        means, reset = self.CAC(C, X), self.SAC(C, C)
+        means, reset = attend(self.CAC, C, X), attend(self.SAC, C, C)
         C = C + reset + means
         if self.ffn is not None:
             C = C + self.ffn(C)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from . import fast as fast_path
 from ._checks import check_centers, check_int, check_points, check_square_range
@@ -36,22 +36,26 @@ from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
 from .variants import import_all, load_circuit_weights, variant_config
 
-MODEL_FORMAT = "kmtlib.KMeansTransformer/3"
-"""Format 3 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
+MODEL_FORMAT = "kmtlib.KMeansTransformer/4"
+"""Format 4 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
 :meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
-it). Format 2 was the same but named the field ``embedding`` ``tokens`` (and the width-d
-embedding ``"none"``), so an older kmtlib refuses a file of format 3 by its format, not by a field."""
+it), and a trained layer's training domain. Format 3 was the same without the configuration's
+``construction`` and the domain; format 2 named the field ``embedding`` ``tokens`` (and the width-d
+embedding ``"none"``). A new format number makes an older kmtlib refuse a file by its format, not
+by a field."""
 
 
 class ModelResult(ClusteringResult):
     """The :class:`ClusteringResult` of a model's forward pass: the centre ``trajectory`` the layer
     computed and the assignment weights its point tokens hold, with the ``labels`` and the
     ``objective`` measured from the points when first read (without gradient), not by the forward
-    pass: a caller that wants only the centres (training, the estimator) computes no distances."""
+    pass: a caller that wants only the centres (training, the estimator) computes no distances.
+    (The whole pass, :class:`WholePass`, passes in the ``labels`` and ``objective`` it measured.)"""
 
-    def __init__(self, X: torch.Tensor, trajectory: list[torch.Tensor], assignments: torch.Tensor | None) -> None:
+    def __init__(self, X: Tensor, trajectory: list[Tensor], assignments: Tensor | None, **measured: Tensor) -> None:
         self.points, self.trajectory = X, [C.detach() for C in trajectory]
         self.centers, self.n_empty, self.assignments = torch.stack(trajectory, dim=1), None, assignments
+        self.__dict__.update(measured)  # (the labels or objective a whole pass measured: the properties below)
 
     # (the two fields of ClusteringResult as cached properties: computed once, on first reading)
     @functools.cached_property
@@ -78,10 +82,10 @@ class KMeansTransformer(nn.Module):
         config: the :class:`~kmtlib.layer.LayerConfig`, saved with the weights.
         embedding: the :class:`~kmtlib.embedding.Embedding` ``config.embedding``.
         layer: the :class:`~kmtlib.layer.KMeansLayer`.
-        fast: run the kernels where :mod:`kmtlib.fast` finds one that applies (default True);
-            ``False`` runs exactly the formula of :meth:`forward` and :mod:`kmtlib.layer` (the
-            same numbers up to rounding).
-        limit_runner: the fast forward's compiled blocks and scratch memory (:mod:`kmtlib.fast`).
+        fast: compute each block's attention by a kernel of :mod:`kmtlib.fast` where one applies
+            (default True); ``False`` runs every block by its formula (the same numbers up to
+            rounding). Either way :meth:`forward` runs :meth:`kmtlib.layer.KMeansLayer.forward`;
+            the whole pass of one kernel is asked for by name, :func:`whole_pass`.
     """
 
     def __init__(self, config: LayerConfig) -> None:
@@ -93,7 +97,6 @@ class KMeansTransformer(nn.Module):
         self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
         self.fast = True
-        self.limit_runner: Any = None
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -199,7 +202,9 @@ class KMeansTransformer(nn.Module):
         return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, origin={self.config.origin!r}"
 
     # ------------------------------------------------------------------ running
-    def _check_inputs(self, X: torch.Tensor, C0: torch.Tensor) -> None:
+    def _checked(self, X: torch.Tensor, C0: torch.Tensor, steps: int, warn: bool = True) -> int:
+        """Check the inputs of a forward pass (a trained layer warns where they lie outside its
+        domain, unless not ``warn``) and seed the layer's random maps; the number of steps."""
         check_points(X)
         check_centers(C0, X)
         if X.shape[-1] != self.d:
@@ -216,6 +221,11 @@ class KMeansTransformer(nn.Module):
                     f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)"
                 )
             break
+        steps = check_int("steps", steps, minimum=0)
+        if warn and self.config.trainable:
+            warn_outside_training_domain(X, self.d)
+        self.layer.seed_generator_for(X.device)
+        return steps
 
     def step(self, X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
         """One step from fresh tokens: the centres (B, k, d) after one layer (the training hot path;
@@ -226,29 +236,22 @@ class KMeansTransformer(nn.Module):
         return self.embedding.centers(center_tokens)
 
     def apply_layer(self, point_tokens: torch.Tensor, center_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, the formula, or with
-        ``fast`` the same step by the kernels of :mod:`kmtlib.fast`."""
-        if self.fast:
-            return fast_path.layer_step(self.layer, point_tokens, center_tokens)
+        """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, with ``fast`` each
+        block's attention by a kernel where one applies (:func:`kmtlib.fast.attend`)."""
+        if self.fast:  # the same numbers up to rounding, faster
+            return self.layer(point_tokens, center_tokens, attend=fast_path.attend)
         return self.layer(point_tokens, center_tokens)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
 
-        Returns a :class:`ClusteringResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
-        labels under the final centres (B, n), the objective per step (B, T+1, computed without
-        gradient), and the assignment weights the point tokens hold after the last layer. On the
-        formula's path it is a :class:`ModelResult`, which measures the labels and the objective
-        when they are first read. A trained layer (``config.trainable``) warns on data far outside
-        the tasks it was trained on (:func:`warn_outside_training_domain`).
+        Returns a :class:`ModelResult`: the centre trajectory (B, T+1, k, d), the nearest-centre
+        labels under the final centres (B, n) and the objective per step (B, T+1), both measured
+        when first read, and the assignment weights the point tokens hold after the last layer.
+        A trained layer (``config.trainable``) warns on data outside the tasks it was trained on
+        (:func:`warn_outside_training_domain`).
         """
-        self._check_inputs(X, C0)
-        steps = check_int("steps", steps, minimum=0)
-        if self.config.trainable:
-            warn_outside_training_domain(X, self.d)
-        self.layer.seed_generator_for(X.device)
-        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
-            return fast_path.limit_forward(self, X, C0, steps)
+        steps = self._checked(X, C0, steps)
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
@@ -257,19 +260,6 @@ class KMeansTransformer(nn.Module):
             point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         return ModelResult(X, trajectory, self.embedding.assignments(point_tokens) if steps > 0 else None)
-
-    def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
-        """The centres (B, k, d) after ``steps`` layers from ``C0``: ``model(X, C0, steps).final_centers``,
-        bitwise, without the objective of every step and the final labels (for a caller that computes
-        its own, as the estimator does: the fast forward then skips about a third of its work)."""
-        self._check_inputs(X, C0)
-        steps = check_int("steps", steps, minimum=0)
-        if self.config.trainable:
-            warn_outside_training_domain(X, self.d)
-        self.layer.seed_generator_for(X.device)
-        if self.fast and fast_path.uses_limit_kernel(self, X, C0):
-            return fast_path.limit_steps(self, X, C0, steps, measure=False)[0][-1]
-        return self.forward(X, C0, steps).final_centers
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -286,6 +276,61 @@ class KMeansTransformer(nn.Module):
         }
         atomic_torch_save(payload, path)
         return path
+
+
+class WholePass:
+    """A fixed-weight model's whole forward pass by one kernel (:mod:`kmtlib.fast.whole_pass`),
+    asked for by name where its speed is wanted, as ``torch.compile(model)`` is::
+
+        whole = kmtlib.whole_pass(model)
+        result = whole(X, C0, steps)          # as model(X, C0, steps), the same result type
+
+    The kernel keeps coordinate-major point tokens, updates them in place and, in Theorem 2.1's
+    limit, reads the objective from the assignment the tokens hold; it computes
+    :meth:`KMeansTransformer.forward`'s numbers (bitwise in Theorem 2.1's limit, within float
+    rounding at a finite temperature: ``tests/test_kernels.py``). Where it does not apply (a
+    re-embedding or learning layer, autograd, another map) the call is ``model(X, C0, steps)``.
+    The compiled blocks and scratch memory are this object's, kept from call to call."""
+
+    def __init__(self, model: KMeansTransformer) -> None:
+        if not isinstance(model, KMeansTransformer):
+            raise TypeError(f"whole_pass takes a KMeansTransformer, got {type(model).__name__}")
+        self.model = model
+        self.kernel = fast_path.LimitPass()
+
+    def applies(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
+        """Whether the kernel runs the pass on these inputs (:func:`kmtlib.fast.uses_limit_kernel`;
+        inputs that are not tensors go to the model, which says what is wrong)."""
+        model, tensors = self.model, isinstance(X, torch.Tensor) and isinstance(C0, torch.Tensor)
+        return tensors and fast_path.uses_limit_kernel(model.config, model.parameters(), model.training, X, C0)
+
+    def __call__(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
+        """``model(X, C0, steps)`` by the kernel: a :class:`ModelResult` with the labels and the
+        objective it measured."""
+        model = self.model
+        if not self.applies(X, C0):
+            return model(X, C0, steps)
+        steps = model._checked(X, C0, steps)
+        trajectory, objectives, labels, point_tokens = self.kernel.run(model.layer, model.embedding, X, C0, steps, True)
+        assignments = model.embedding.assignments(point_tokens) if steps > 0 else None
+        assert labels is not None  # (measured)
+        return ModelResult(X, trajectory, assignments, labels=labels, objective=torch.stack(objectives, dim=1))
+
+    def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
+        """The centres (B, k, d) after ``steps`` layers, bitwise ``self(X, C0, steps).final_centers``,
+        without measuring the objective of every step (for a caller that measures its own, as the
+        estimator does: about a third of the kernel's work)."""
+        model = self.model
+        if not self.applies(X, C0):
+            return model(X, C0, steps).final_centers
+        steps = model._checked(X, C0, steps)
+        return self.kernel.run(model.layer, model.embedding, X, C0, steps, False)[0][-1]
+
+
+def whole_pass(model: KMeansTransformer) -> WholePass:
+    """``model``'s whole forward pass by one kernel, a callable with the model's signature
+    (:class:`WholePass`): what a caller that wants the fixed-weight models' speed asks for."""
+    return WholePass(model)
 
 
 @torch.no_grad()

@@ -1,14 +1,16 @@
 """The reading path of one forward pass: which files and lines of ``kmtlib`` run.
 
-Traces every ``kmtlib`` function entered while a model computes two steps on the formula path
-(``model.fast = False``) and counts the files and the lines of code of those functions (blank
-lines, comments and docstrings not counted; a function nested in another counted once). Run from
-the repository root::
+Traces every ``kmtlib`` function entered while a model computes two steps, ``model(X, C0, 2)``,
+and counts the files and the lines of code of those functions (blank lines, comments and
+docstrings not counted; a function nested in another counted once). Run from the repository root::
 
     python scripts/reading_path.py
 
-It prints one line per model: the fixed-weight model of Theorem 2.1 (``from_theorem(8, 4)``) and
-the trained layer shipped in ``kmtlib/pretrained/``. ``--files`` lists the files with their lines.
+It prints one line per model and path: the fixed-weight model of Theorem 2.1
+(``from_theorem(8, 4)``) and the trained layer shipped in ``kmtlib/pretrained/``, each on the
+formula path (``model.fast = False``: every block by its formula) and on the default path
+(``model.fast``, the default: the blocks' kernels where they apply). ``--files`` lists the files
+with their lines.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import itertools
 import sys
 import tokenize
 from collections.abc import Callable
@@ -105,9 +108,13 @@ def trained_layer():
 MODELS = {"theorem 2.1, from_theorem(8, 4)": theorem_model, "trained layer (kmtlib/pretrained)": trained_layer}
 
 
-def measure(build) -> dict[Path, set[int]]:
+PATHS = {"formula path": False, "default path": True}
+"""The two paths a forward pass may take: ``model.fast`` False (the formula) or True (the default)."""
+
+
+def measure(build, fast: bool = False) -> dict[Path, set[int]]:
     model, d, k = build()
-    model.fast = False
+    model.fast = fast
     model.eval()
     X, C0 = inputs(d, k)
     with torch.no_grad():
@@ -119,10 +126,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", action="store_true", help="list each file and its lines of code")
     args = parser.parse_args()
-    for name, build in MODELS.items():
-        per_file = measure(build)
+    for (name, build), (path, fast) in itertools.product(MODELS.items(), PATHS.items()):
+        per_file = measure(build, fast)
         total = sum(len(lines) for lines in per_file.values())
-        print(f"{name}: {len(per_file)} files, {total} lines of code")
+        print(f"{name}, {path}: {len(per_file)} files, {total} lines of code")
         if args.files:
             for path, lines in sorted(per_file.items(), key=lambda item: -len(item[1])):
                 print(f"    {len(lines):4d}  {path.relative_to(PACKAGE.parent)}")

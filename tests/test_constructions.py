@@ -18,7 +18,6 @@ import kmtlib
 from kmtlib.constructions import theorem_config
 from kmtlib.embedding import NormAugmentedEmbedding, OneHotEmbedding
 from kmtlib.fast.choice import limit_blocks
-from kmtlib.fast.forward import layer_step
 from kmtlib.io.model_file import load_model
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.limit_model import LimitRunner, is_coordinate_major
@@ -232,7 +231,7 @@ def test_closed_form_hard_self_attention_equals_dense_with_duplicate_points(atte
     P, C = closed.embedding.embed(X, C0)
     Pd, Cd = P, C
     for _ in range(6):
-        P, C = layer_step(closed.layer, P, C)
+        P, C = closed.apply_layer(P, C)
         Pd, Cd = dense.layer(Pd, Cd)
         assert torch.equal(P, Pd) and torch.equal(C, Cd)
     # the dense SAX attention matrix averages over the copies of each point, exactly: the copies'
@@ -515,14 +514,14 @@ def test_column_tokens_and_in_place_layers_change_no_number(options, n, monkeypa
                     if not options.get("gamma"):
                         assert P1 is P, f"{name}: the limit layer should update the tokens in place"
                 elif name == "formula":
-                    P1, C1 = model.layer(P, Ct) if dense else layer_step(model.layer, P, Ct)
+                    P1, C1 = model.apply_layer(P, Ct)
                 else:
                     P1, C1 = advance_copying(P, Ct)
                     assert P1 is not P
                 paths[name] = (P1, C1)
             _check_the_paths_agree(paths, model, soft=bool(options.get("gamma")))
-    # the model itself is the coordinate-major in-place layer chain (fast), or the formula's chain
-    out = model(X, C0, steps=4)
+    # the whole pass is the coordinate-major in-place layer chain (fast), the model the formula's chain
+    out = model(X, C0, steps=4) if dense else kmtlib.whole_pass(model)(X, C0, steps=4)
     chain = paths["formula"] if dense else paths["columns"]
     assert torch.equal(out.centers[:, -1], model.embedding.centers(chain[1]))
     assert torch.equal(out.assignments, model.embedding.assignments(chain[0]))
@@ -592,10 +591,11 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
     X = kmtlib.sample_tasks(3, 25, 2, 3, generator=20, dtype=F64)
     C0 = kmtlib.init_centers(X, 3, generator=21)
     model = _model(2, 3)
-    results = [model(X, C0 * s, steps=4) for s in (1.0, 0.9, 1.1, 0.8, 1.2, 0.7)]
+    whole = kmtlib.whole_pass(model)  # (the kernel that recycles its scratch memory from call to call)
+    results = [whole(X, C0 * s, steps=4) for s in (1.0, 0.9, 1.1, 0.8, 1.2, 0.7)]
     kept = [r.assignments.clone() for r in results]
     for s in (1.3, 0.6):
-        model(X, C0 * s, steps=6)
+        whole(X, C0 * s, steps=6)
     assert all(torch.equal(r.assignments, a) for r, a in zip(results, kept))
     P, C = model.embedding.embed(X, C0)
     chain = [(P, C)]
@@ -605,9 +605,10 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
     for _ in range(3):
         model.apply_layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
-    # the fast forward's scratch memory can be dropped; the next call makes it anew
-    model.limit_runner.scratch.clear()
-    again = model(X, C0, steps=4)
+    # the whole pass's scratch memory (its own, not the model's) can be dropped; the next call makes it anew
+    whole.kernel.runner.scratch.clear()
+    again = whole(X, C0, steps=4)
+    assert not hasattr(model, "limit_runner")
     assert torch.equal(again.assignments, kept[0]) and torch.equal(again.centers, results[0].centers)
 
 

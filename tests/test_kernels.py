@@ -1,9 +1,10 @@
 """The speed kernels of kmtlib.kernels, each pinned to the plain formula it replaces.
 
 * :func:`kmtlib.kernels.labels.lowest_true_` against :func:`~kmtlib.kernels.labels.lowest_true_plain`;
-* the fast whole-model forward (:mod:`kmtlib.kernels.limit_model`) against the model's own loop
-  (``model.fast = False``) for every option set of ``from_theorem`` and the soft variant, and its
-  hard-assignment pass against the blocks it replaces;
+* the whole pass asked for by name (``kmtlib.whole_pass(model)``, :mod:`kmtlib.kernels.limit_model`)
+  against the model's own loop, ``model(X, C0)``, which runs :meth:`kmtlib.layer.KMeansLayer.forward`
+  with the blocks' kernels (and with ``model.fast = False`` the formula), for every option set of
+  ``from_theorem`` and the soft variant, and its hard-assignment pass against the blocks it replaces;
 * the Euclidean soft-max kernel against its explicit form through the layer's blocks (values
   and gradients; the kernel alone is tested in test_learned.py);
 * the points' self-attention in the data's coordinates against the attention of the projected
@@ -25,8 +26,8 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer
-from kmtlib.fast.choice import attention_kernel, closed_form_self_attention, uses_limit_kernel, writes_hard_assignment
-from kmtlib.fast.forward import attend
+from kmtlib.fast import whole_pass as whole_pass_module
+from kmtlib.fast.choice import attend, attention_kernel, closed_form_self_attention, writes_hard_assignment
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
 from kmtlib.kernels.labels import lowest_true_, lowest_true_plain
@@ -108,24 +109,34 @@ THEOREM_OPTIONS = [
 THEOREM_IDS = ["-".join(f"{v}" for v in o.values()) for o in THEOREM_OPTIONS]
 
 
+def uses_limit_kernel(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> bool:
+    return kmtlib.whole_pass(model).applies(X, C0)
+
+
 def _fast_and_plain(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor, steps: int, monkeypatch):
-    """``model(X, C0, steps)`` by the kernel (which must be the one that runs) and by the loop."""
+    """``model(X, C0, steps)`` by the whole-pass kernel (which must be the one that runs, and only
+    when asked for by name) and by the model's loop: the layer step, with the blocks' kernels and
+    with the formula (those two the same numbers)."""
     calls = []
-    kernel = kmtlib.fast.limit_forward
+    kernel = whole_pass_module.LimitPass.run
 
     def counted(*args, **kwargs):
         calls.append(1)
         return kernel(*args, **kwargs)
 
-    monkeypatch.setattr(kmtlib.fast, "limit_forward", counted)
+    monkeypatch.setattr(whole_pass_module.LimitPass, "run", counted)
     with torch.no_grad():
         assert model.fast and uses_limit_kernel(model, X, C0)
-        fast = model(X, C0, steps=steps)
-        assert calls == [1], "the fast forward did not run the limit-model kernel"
-        model.fast = False
+        fast = kmtlib.whole_pass(model)(X, C0, steps=steps)
+        assert calls == [1], "the whole pass did not run the limit-model kernel"
         plain = model(X, C0, steps=steps)
-        assert calls == [1], "model.fast = False still ran the kernel"
+        assert calls == [1], "model(X, C0) ran the whole-pass kernel"
+        model.fast = False
+        formula = model(X, C0, steps=steps)
         model.fast = True
+    assert type(fast) is type(plain)  # (one result type, whichever pass)
+    torch.testing.assert_close(plain.centers, formula.centers, rtol=1e-12, atol=1e-12)
+    assert torch.equal(plain.labels, formula.labels)
     return fast, plain
 
 
@@ -207,9 +218,9 @@ def test_hard_assignment_pass_is_the_blocks_bitwise(options, monkeypatch):
         model = KMeansTransformer.from_theorem(X.shape[-1], C0.shape[1], **options).to(X.dtype)
         with torch.no_grad(), monkeypatch.context() as patch:
             patch.setattr(limit_model._HardAssignment, "write_", counted)
-            fast = model(X, C0, steps=4)
+            fast = kmtlib.whole_pass(model)(X, C0, steps=4)
             patch.setattr(limit_model._HardAssignment, "of", classmethod(lambda cls, blocks, scratch: None))
-            blocks = model(X, C0, steps=4)
+            blocks = kmtlib.whole_pass(model)(X, C0, steps=4)
         for field in ("centers", "labels", "objective", "assignments"):
             assert torch.equal(getattr(fast, field), getattr(blocks, field)), (name, field)
     assert any(ran) and not all(ran)  # (the pass ran, and gave the ties back to the blocks)
@@ -230,16 +241,15 @@ def test_limit_model_supports_only_fixed_weight_token_passing_models():
 
 
 def test_writes_hard_assignment_only_where_the_tokens_hold_lloyds_labels():
-    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3).layer)
-    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, self_attention="identity").layer)
-    assert writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, center_update="attention").layer)
-    assert not writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, gamma=10.0).layer)
-    assert not writes_hard_assignment(KMeansTransformer.from_theorem(2, 3, attention="dot").layer)
-    assert not writes_hard_assignment(KMeansTransformer.from_variant("soft", 2, 3).layer)
-    model = KMeansTransformer.from_theorem(2, 3)
-    with torch.no_grad():
-        model.layer.CAX.value.weight.mul_(0.5)  # the tokens no longer hold a one-hot assignment
-    assert not writes_hard_assignment(model.layer)
+    """Read from the configuration (which construction, which blocks), never from rebuilt weights."""
+    assert writes_hard_assignment(kmtlib.theorem_config(2, 3))
+    assert writes_hard_assignment(kmtlib.theorem_config(2, 3, self_attention="identity"))
+    assert writes_hard_assignment(kmtlib.theorem_config(2, 3, center_update="attention"))
+    assert not writes_hard_assignment(kmtlib.theorem_config(2, 3, gamma=10.0))
+    assert not writes_hard_assignment(kmtlib.theorem_config(2, 3, attention="dot"))
+    assert not writes_hard_assignment(KMeansTransformer.from_variant("soft", 2, 3).config)
+    # a layer of the theorem's blocks whose configuration names no construction: weights of its own
+    assert not writes_hard_assignment(kmtlib.theorem_config(2, 3).replace(construction=""))
 
 
 # ------------------------------------------------------------------------------------ Euclidean soft-max
@@ -326,11 +336,11 @@ def test_point_self_attention_is_the_formula(embedding, d, k, p):
 
 
 def test_the_block_takes_the_point_path_exactly_where_it_applies(monkeypatch):
-    import kmtlib.fast.forward
+    import kmtlib.fast.choice
 
     calls = []
-    original = kmtlib.fast.forward.point_self_attention
-    monkeypatch.setattr(kmtlib.fast.forward, "point_self_attention", lambda *a: calls.append(1) or original(*a))
+    original = kmtlib.fast.choice.point_self_attention
+    monkeypatch.setattr(kmtlib.fast.choice, "point_self_attention", lambda *a: calls.append(1) or original(*a))
     model = KMeansTransformer.trainable(3, 4, generator=1, dtype=F64).eval()  # (no dropout: comparable calls)
     X = kmtlib.sample_tasks(2, 15, 3, 4, generator=2, dtype=F64)
     C = kmtlib.init_centers(X, 4, generator=3)
@@ -400,10 +410,9 @@ def test_closed_form_only_where_the_maximal_keys_are_the_copies():
         changed.layer.SAX.key.weight.mul_(2.0)  # queries and keys no longer one map
     assert not closed_form_self_attention(changed.layer.SAX)
     dot = KMeansTransformer.from_theorem(2, 3, attention="dot")
-    assert closed_form_self_attention(dot.layer.SAX)
-    with torch.no_grad():
-        dot.layer.SAX.query.weight[2 + 3, 2 + 3 + 1] = -0.25  # not Theorem 2.2's query any more
-    assert not closed_form_self_attention(dot.layer.SAX)
+    assert closed_form_self_attention(dot.layer.SAX)  # (the configuration says: Theorem 2.2's weights)
+    own = KMeansTransformer(dot.config.replace(construction=""))  # the same blocks, weights of its own
+    assert not closed_form_self_attention(own.layer.SAX)
     # where no closed form holds, the block runs its formula: dense hard attention
     X = _duplicated(2, 12, 2, seed=3)
     C0 = kmtlib.init_centers(X, 3, generator=4)
@@ -423,7 +432,7 @@ def test_kernels_on_cuda_are_their_formulas(options):
     model = KMeansTransformer.from_theorem(3, 4, **options).to(F64).cuda()
     with torch.no_grad():
         assert uses_limit_kernel(model, X, C0)
-        fast = model(X, C0, steps=5)
+        fast = kmtlib.whole_pass(model)(X, C0, steps=5)
         model.fast = False
         plain = model(X, C0, steps=5)
     torch.testing.assert_close(fast.centers, plain.centers, rtol=1e-12, atol=1e-12)
@@ -450,16 +459,20 @@ def test_kernels_on_cuda_are_their_formulas(options):
     ids=["theorem", "theorem-dot", "theorem-attention-update", "theorem-soft", "soft", "trainable"],
 )
 def test_final_centers_are_the_forward_passes_bitwise(build):
-    """model.final_centers skips the objective of every step and the final labels, nothing else:
-    its centres are those of model(X, C0, steps), bitwise, on the fast path and the formula."""
+    """whole_pass(model).final_centers skips the objective of every step and the final labels,
+    nothing else: its centres are those of the whole pass, bitwise (and where the kernel does not
+    apply, those of model(X, C0, steps), on the fast path and the formula)."""
     model = build()
     dtype = next(model.parameters()).dtype
     g = torch.Generator().manual_seed(41)
     X = torch.rand(3, 60, 3, generator=g, dtype=dtype)
     C0 = X[:, :4].clone()
+    whole = kmtlib.whole_pass(model)
     for fast in (True, False):
         model.fast = fast
         with torch.no_grad():
-            assert torch.equal(model.final_centers(X, C0, 5), model(X, C0, steps=5).final_centers)
+            assert torch.equal(whole.final_centers(X, C0, 5), whole(X, C0, steps=5).final_centers)
+            if not whole.applies(X, C0):
+                assert torch.equal(whole.final_centers(X, C0, 5), model(X, C0, steps=5).final_centers)
     model.fast = True
-    assert torch.equal(model.final_centers(X, C0, 0), C0)
+    assert torch.equal(whole.final_centers(X, C0, 0), C0)

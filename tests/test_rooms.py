@@ -67,7 +67,7 @@ ROOMS: dict[str, str] = {
     # fast: where a kernel applies, the forward pass with the kernels, the stacked runs of training
     "kmtlib.fast": "fast",
     "kmtlib.fast.choice": "fast",
-    "kmtlib.fast.forward": "fast",
+    "kmtlib.fast.whole_pass": "fast",
     # model: the transformer, the theorem and trainable configurations, the variants, model files
     "kmtlib.transformer": "model",
     "kmtlib.constructions": "model",

@@ -43,7 +43,7 @@ from ..init import init_centers
 from ..io.model_file import load_model
 from ..lloyd import lloyd_step
 from ..objective import assignment_cost, nearest_center, squared_distances
-from ..transformer import KMeansTransformer
+from ..transformer import KMeansTransformer, whole_pass
 
 PRETRAINED_ANY_K = "any_k_broad.pt"
 """The trained layer for any k shipped in ``kmtlib/pretrained/`` (see its README for provenance)."""
@@ -609,11 +609,12 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         per_task = attention_bytes(X.shape[0], X.element_size())
         batch = max(1, min(C0.shape[0], ATTENTION_BATCH_BYTES // per_task))
         finals = []
+        whole = whole_pass(model)  # (a fixed-weight model's whole pass by one kernel, where it applies)
         for start in range(0, C0.shape[0], batch):
             C = C0[start : start + batch]
             Xb = X.unsqueeze(0).expand(C.shape[0], *X.shape)
             if filled == X.shape[-1] or not model.reembed:
-                finals.append(model.final_centers(Xb, C, steps))
+                finals.append(whole.final_centers(Xb, C, steps))
                 continue
             for _ in range(steps):
                 C = model.step(Xb, C)

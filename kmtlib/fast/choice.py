@@ -1,29 +1,41 @@
-"""Which kernel of :mod:`kmtlib.kernels` applies: decided from a block's, a layer's or a model's
-configuration and weights, never inside the classes that hold the formula (:mod:`kmtlib.layer`).
+"""Which kernel of :mod:`kmtlib.kernels` computes a block's attention, and :func:`attend`, the
+function that :meth:`kmtlib.layer.KMeansLayer.forward` calls for each block when ``model.fast``.
 
-Each predicate says where a kernel returns the formula's numbers (up to the last bits, or
-exactly where the tests say so); where none applies, the formula runs.
+The choice reads the configuration (a block's score, map and temperature; which construction
+the layer holds, :attr:`kmtlib.layer.LayerConfig.construction`) and the block's own weights as
+plain data, never inside the classes that hold the formula (:mod:`kmtlib.layer`). Each
+predicate says where a kernel returns the formula's numbers (up to the last bits, or exactly
+where the tests say so); where none applies, the block's formula runs.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 from torch import nn
 
 from ..kernels import Kernel
-from ..kernels.euclidean_softmax import euclidean_attention
+from ..kernels.euclidean_softmax import euclidean_attention, sample_dropped
 from ..kernels.limit_model import LimitBlock
-from ..layer import AttentionBlock, KMeansLayer
-from ..theorems import coordinate_selector, theorem_weights
+from ..kernels.point_attention import point_self_attention
+from ..layer import AttentionBlock, KMeansLayer, LayerConfig
 
-KMeansTransformer = Any
-"""A :class:`kmtlib.KMeansTransformer` (typed loosely: this room sits below the model's)."""
 
-LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
-LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
-"""The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
+def attend(block: AttentionBlock, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """``block(queries, keys)``, by a kernel where one applies (the :data:`~kmtlib.layer.BlockAttention`
+    that the model passes to :meth:`~kmtlib.layer.KMeansLayer.forward` with ``model.fast``)."""
+    c = block.config
+    p = c.dropout if block.training else 0.0
+    points = point_coordinates(block, queries, keys)
+    if points is not None:  # (the same numbers from d-wide products: kernels.point_attention)
+        B, n, _ = points.shape
+        dropped = sample_dropped(B * n * n, p, block.generator, points.device)
+        Q, K, V = block.linear_maps()  # (affine maps with bias: point_coordinates checked)
+        maps = (Q.weight, Q.bias), (K.weight, K.bias), (V.weight, V.bias)
+        return point_self_attention(points, *maps, c.inverse_temperature, dropped, p)
+    kernel = attention_kernel(block)
+    if kernel is None:
+        return block(queries, keys)
+    return kernel(block.query(queries), block.key(keys), block.value(keys), p)
 
 
 def same_map(a: nn.Linear, b: nn.Linear) -> bool:
@@ -37,10 +49,11 @@ def same_map(a: nn.Linear, b: nn.Linear) -> bool:
 
 def closed_form_self_attention(block: AttentionBlock) -> bool:
     """Whether the block is hard self-attention whose maximal keys are each query's own copies:
-    exact Euclidean scores of one map for queries and keys, or Theorem 2.2's dot-product queries
-    ``[x; -1/2]`` and keys ``[x; ||x||^2]`` (``q.k = -||x - x'||^2 / 2`` plus a constant per
-    query). Fixed weights only: a learning layer's copies need not carry equal values. Then the
-    averaging hard attention returns each token's own value."""
+    exact Euclidean scores of one map for queries and keys, or, in a layer that holds Theorem
+    2.2's weights (its configuration's ``construction``), SAX's dot-product queries ``[x; -1/2]``
+    and keys ``[x; ||x||^2]`` (``q.k = -||x - x'||^2 / 2`` plus a constant per query). Fixed
+    weights only: a learning layer's copies need not carry equal values. Then the averaging hard
+    attention returns each token's own value."""
     c = block.config
     query, key = block.query, block.key
     if not (block.self_attention and c.is_hard) or not isinstance(query, nn.Linear):
@@ -49,13 +62,7 @@ def closed_form_self_attention(block: AttentionBlock) -> bool:
         return False
     if c.score == "euclidean":
         return same_map(query, key)
-    if c.score == "dot" and query.bias is None and key.bias is None:
-        if block.d + block.clusters + 2 != query.weight.shape[0]:
-            return False
-        W = query.weight
-        weights = theorem_weights(block.d, block.clusters, "dot", dtype=W.dtype)["SAX"]
-        return torch.equal(W, weights["Q"].to(W.device)) and torch.equal(key.weight, weights["K"].to(W.device))
-    return False
+    return c.score == "dot" and block.name == "SAX" and block.construction == "theorem 2.2"
 
 
 def point_coordinates(block: AttentionBlock, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
@@ -109,49 +116,19 @@ def limit_blocks(layer: KMeansLayer) -> dict[str, LimitBlock]:
     return {name: limit_block(block) for name, block in layer.blocks.items()}
 
 
-def writes_hard_assignment(layer: KMeansLayer) -> bool:
+def writes_hard_assignment(layer: LayerConfig) -> bool:
     """Whether the point tokens after the layer hold the hard nearest-centre assignment of the
-    centres it read: CAX is hard Euclidean attention of the data coordinates writing into the
-    assignment coordinates, and SAX erases the old assignment exactly (Theorem 2.1's limit).
+    centres it read: Theorem 2.1's weights (``layer.construction``) with one-hot tokens, CAX hard
+    Euclidean attention (of the data coordinates, writing into the assignment coordinates) and
+    SAX an exact reset (the identity shortcut or hard Euclidean attention; Theorem 2.1's limit).
 
     CAX then puts its weight on exactly the centres of maximal score ``2 x.c - ||c||^2`` (the
     negated scores of :func:`~kmtlib.objective.nearest_center`, so the same ties), and the reset
     leaves the positive entries where CAX put them; the lowest index with a positive entry is
-    the nearest-centre label (what the fast forward reads instead of a second distance pass)."""
-    c = layer.config
+    the nearest-centre label (what the whole pass reads instead of a second distance pass)."""
     cax, sax = layer.CAX, layer.SAX
-    if c.embedding != "onehot" or not (cax.config.is_hard and cax.config.score == "euclidean"):
-        return False
-    if c.any_k:
-        return False
-    (q_a, k_a, v_a), (q_s, k_s, v_s) = cax.linear_maps(), sax.linear_maps()
-    exact_reset = sax.config.identity or (sax.config.is_hard and sax.config.score == "euclidean" and same_map(q_s, k_s))
-    if not exact_reset:
-        return False
-    D, d, W = c.width, c.d, q_a.weight
-    data = coordinate_selector(D, 0, d, dtype=W.dtype).to(W.device)
-    ids = coordinate_selector(D, d, D, dtype=W.dtype).to(W.device)
+    exact_reset = sax.identity or (sax.is_hard and sax.score == "euclidean")
     return (
-        torch.equal(q_a.weight, data)
-        and torch.equal(k_a.weight, data)
-        and torch.equal(v_a.weight, ids)
-        and torch.equal(v_s.weight, -ids)
-    )
-
-
-def uses_limit_kernel(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor) -> bool:
-    """Whether the fast forward of ``model(X, C0, steps)`` runs :mod:`kmtlib.kernels.limit_model`:
-    fixed weights, no autograd, the tokens going from layer to layer, linear maps without bias,
-    blocks of Euclidean or dot scores with soft-max, hard or linear maps."""
-    c = model.config
-    if c.reembed or c.normalise_data or c.bias or c.any_k or c.embedding == "data":
-        return False
-    if torch.is_grad_enabled() and (
-        X.requires_grad or C0.requires_grad or any(p.requires_grad for p in model.parameters())
-    ):
-        return False
-    return all(
-        b.score in LIMIT_KERNEL_SCORES and b.map in LIMIT_KERNEL_MAPS and not b.options
-        and (b.dropout == 0 or not model.training)
-        for b in c.blocks.values()
+        layer.construction == "theorem 2.1" and layer.embedding == "onehot" and not layer.any_k
+        and cax.is_hard and cax.score == "euclidean" and exact_reset
     )  # fmt: skip

@@ -21,8 +21,8 @@ self-attention (SAX), the n x n work where the time goes, reads tokens ``[x; 0]`
 data's coordinates (:mod:`kmtlib.kernels.point_attention`), whose kernel takes one run's maps: it
 runs run by run, on B tasks each, as in a single run.
 
-The update is the one of :class:`kmtlib.layer.KMeansLayer` (Theorem 2.1's order, the reset added
-first)::
+The update is the one of :meth:`kmtlib.layer.KMeansLayer.forward` (Theorem 2.1's order, the reset
+added first), written here once more for the leading run axis::
 
     X1 = X + SAX(X, X) + CAX(X, C)
     C1 = C + SAC(C, C) + CAC(C, X1)
@@ -39,20 +39,28 @@ What a stack holds must share everything but the weights, seeds, loss temperatur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from .._checks import check_choice
+from ..embedding import Embedding
 from ..kernels.euclidean_softmax import euclidean_attention, sample_dropped
-from ..layer import BLOCK_NAMES
-from .choice import point_coordinates
-from .forward import attend
+from ..layer import BLOCK_NAMES, KMeansLayer, LayerConfig
+from .choice import attend, point_coordinates
 
-KMeansTransformer = Any
-"""A :class:`kmtlib.KMeansTransformer` (typed loosely: the fast path sits below the model)."""
+
+class KMeansTransformer(Protocol):
+    """What a stack reads of a :class:`kmtlib.KMeansTransformer`: its configuration, layer and
+    embedding, and its parameters (the model's room sits above this one)."""
+
+    config: LayerConfig
+    layer: KMeansLayer
+    embedding: Embedding
+
+    def parameters(self) -> Iterator[nn.Parameter]: ...
 
 PRODUCTS: tuple[str, ...] = ("auto", "per_run", "batched")
 """How a stack applies the runs' query, key and value maps: ``"per_run"``, each run's own map on

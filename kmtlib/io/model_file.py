@@ -29,10 +29,12 @@ from ..layer import LayerConfig
 from ..transformer import MODEL_FORMAT, KMeansTransformer
 from ..variants import import_all
 
-OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2")
+OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2", "kmtlib.KMeansTransformer/3")
 """Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights
-under the old layer classes' names; both are still read (:func:`_old_state_keys`). Format 2 is
-format 3 under the old names of the embedding (read through :func:`_current_names`)."""
+under the old layer classes' names; both are still read (:func:`_old_state_keys`). Formats 2 and 3
+are format 4 without the configuration's ``construction`` (read from its ``origin``) and without a
+trained layer's domain, format 2 also under the old names of the embedding (read through
+:func:`_current_names`)."""
 CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
 
 # The builders a format-1 configuration may name (a file must not make us call any other method).
@@ -216,10 +218,14 @@ def build_model(
 
 
 def _current_names(config: dict[str, Any]) -> dict[str, Any]:
-    """A format-2 or format-3 layer configuration under today's names: the field ``tokens`` (its name before)
-    is ``embedding``, and an embedding's old name (``"none"``, ``"normaugmented"``) its current one
-    (:data:`kmtlib.embedding.OLD_EMBEDDING_NAMES`)."""
+    """A format-2, 3 or 4 layer configuration under today's names: the field ``tokens`` (its name before)
+    is ``embedding``, an embedding's old name (``"none"``, ``"normaugmented"``) its current one
+    (:data:`kmtlib.embedding.OLD_EMBEDDING_NAMES`), and a theorem's ``construction``, which formats
+    before 4 did not save, read from its ``origin`` (``from_theorem(..., attention='dot')``: 2.2)."""
     config = dict(config)
+    origin = config.get("origin")
+    if "construction" not in config and isinstance(origin, str) and origin.startswith("from_theorem("):
+        config["construction"] = "theorem 2.2" if "attention='dot'" in origin else "theorem 2.1"
     if "tokens" in config and "embedding" not in config:
         config["embedding"] = config.pop("tokens")
     if "embedding" in config:

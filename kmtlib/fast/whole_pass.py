@@ -1,0 +1,95 @@
+"""The whole forward pass of a fixed-weight model by :mod:`kmtlib.kernels.limit_model`: what
+:func:`kmtlib.whole_pass` runs when it is asked for by name (``kmtlib.whole_pass(model)(X, C0,
+steps)``, as ``torch.compile(model)`` is); ``model(X, C0, steps)`` runs the layer step.
+
+:class:`LimitPass` holds the kernel's compiled blocks and scratch memory from call to call (it
+belongs to the caller that asked for the whole pass, not to the model). The kernel keeps its
+own update of the layer (coordinate-major tokens updated in place); ``tests/test_kernels.py``
+pins it to :meth:`kmtlib.layer.KMeansLayer.forward`, bitwise where the model is Theorem 2.1's
+limit and within float64 rounding at a finite temperature (the order of a sum differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from ..embedding import Embedding
+from ..kernels import limit_model
+from ..layer import KMeansLayer, LayerConfig
+from ..objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
+from .choice import limit_blocks, writes_hard_assignment
+
+LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
+LIMIT_KERNEL_MAPS: tuple[str, ...] = ("softmax", "hardmax", "linear")
+"""The block scores and maps that :mod:`kmtlib.kernels.limit_model` computes."""
+
+
+def uses_limit_kernel(
+    config: LayerConfig, parameters: Iterable[nn.Parameter], training: bool, X: torch.Tensor, C0: torch.Tensor
+) -> bool:
+    """Whether the whole pass of a model of this configuration on ``(X, C0)`` runs
+    :mod:`kmtlib.kernels.limit_model`: fixed weights, no autograd, the tokens going from layer to
+    layer, linear maps without bias, blocks of Euclidean or dot scores with soft-max, hard or
+    linear maps (no dropout in ``training`` mode)."""
+    c = config
+    if c.reembed or c.normalise_data or c.bias or c.any_k or c.embedding == "data":
+        return False
+    if torch.is_grad_enabled() and (X.requires_grad or C0.requires_grad or any(p.requires_grad for p in parameters)):
+        return False
+    return all(
+        b.score in LIMIT_KERNEL_SCORES and b.map in LIMIT_KERNEL_MAPS and not b.options
+        and (b.dropout == 0 or not training)
+        for b in c.blocks.values()
+    )  # fmt: skip
+
+
+class LimitPass:
+    """The whole pass of one fixed-weight layer: its compiled blocks and scratch memory, kept from
+    call to call (not thread-safe: one pass at a time)."""
+
+    def __init__(self) -> None:
+        self.runner = limit_model.LimitRunner()
+
+    @torch.no_grad()
+    def run(
+        self, layer: KMeansLayer, embedding: Embedding, X: torch.Tensor, C0: torch.Tensor, steps: int, measure: bool
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor | None, torch.Tensor]:
+        """The ``steps`` layers from ``C0``: the centre trajectory, the objective of every centres
+        and the nearest-centre labels under the last (``measure``; else an empty list and None),
+        and the last point tokens."""
+        config, runner = layer.config, self.runner
+        hard = writes_hard_assignment(config)
+        runner.compile(limit_blocks(layer), layer.ffn, hard_assignment=hard)
+        _, center_tokens = embedding.embed(X[:, :1], C0)
+        point_tokens = limit_model.point_tokens(X, config.width, config.k, config.embedding == "norm_augmented")
+        trajectory, objectives = [C0], []
+        for _ in range(steps):
+            point_tokens, center_tokens = runner.advance_(point_tokens, center_tokens)
+            if measure:
+                objectives.append(self.objective(embedding, X, trajectory[-1], point_tokens, hard))
+            trajectory.append(embedding.centers(center_tokens))
+        labels = _nearest_center(X, trajectory[-1]) if measure else None
+        if labels is not None:
+            objectives.append(self.cost(X, trajectory[-1], labels))
+        return trajectory, objectives, labels, point_tokens
+
+    def objective(
+        self, embedding: Embedding, X: torch.Tensor, C: torch.Tensor, point_tokens: torch.Tensor, hard: bool
+    ) -> torch.Tensor:
+        """The objective (B,) of the centres C a layer read: from the assignment it wrote where it is
+        the hard nearest-centre assignment, else by a distance computation."""
+        if not hard:
+            return _kmeans_objective(X, C)
+        labels = self.runner.labels  # (the lowest positive assignment, where the kernel read it)
+        if labels is None:
+            assignments = embedding.assignments(point_tokens)
+            assert assignments is not None  # (one-hot tokens, checked by writes_hard_assignment)
+            labels = limit_model.lowest_positive(assignments)
+        return self.cost(X, C, labels)
+
+    def cost(self, X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The objective (B,) of the centres C under these labels (B, n)."""
+        return assignment_cost_rows(X, C, center_rows(labels, C.shape[1]), self.runner.scratch)
