@@ -12,10 +12,13 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
+import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,6 @@ from torch import Tensor, nn
 from . import fast as fast_path
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
-from .analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
@@ -34,6 +36,7 @@ from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
 from .objective import _kmeans_objective, _nearest_center
 from .results import ClusteringResult
+from .tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .variants import import_all, load_circuit_weights, variant_config
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/4"
@@ -97,6 +100,8 @@ class KMeansTransformer(nn.Module):
         self.embedding = make_embedding(config.embedding, config.d, config.k, config.code_width, config.seed)
         self.layer = KMeansLayer(self.config)
         self.fast = True
+        # (where a trained layer's training tasks lay: recorded by training, read from its model file)
+        self.training_domain = TrainingDomain.documented(config.d) if config.trainable else None
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -222,8 +227,8 @@ class KMeansTransformer(nn.Module):
                 )
             break
         steps = check_int("steps", steps, minimum=0)
-        if warn and self.config.trainable:
-            warn_outside_training_domain(X, self.d)
+        if warn and self.training_domain is not None:
+            warn_outside_training_domain(X, self.training_domain)
         self.layer.seed_generator_for(X.device)
         return steps
 
@@ -274,6 +279,8 @@ class KMeansTransformer(nn.Module):
             "dtype": str(next(iter(state.values())).dtype) if state else None,
             "kmtlib_version": __version__,
         }
+        if self.training_domain is not None:
+            payload["training_domain"] = self.training_domain.to_dict()
         atomic_torch_save(payload, path)
         return path
 
@@ -353,47 +360,97 @@ def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
 
 
 # ------------------------------------------------------------------------------------ the trained layer's domain
-# A trained layer has only seen tasks near the unit cube (the paper's tasks, every coordinate
-# rescaled to [0, 1], or the broad family that TransformerKMeans maps a user's data into). On data
-# of another scale its centres can end worse than where they started; the bare model says so
-# rather than returning such centres without a word.
+# A trained layer has only seen tasks of one position and scale (the paper's tasks, every
+# coordinate rescaled to [0, 1], or the broad family that TransformerKMeans maps a user's data
+# into). On data shrunk, grown or shifted away from them its centres can end worse than where
+# they started; the bare model says so rather than returning such centres without a word.
 
-TRAINING_DOMAIN_MARGIN = 3.0
-"""How far beyond its training tasks a trained layer's input may reach before :func:`warn_outside_training_domain`
-says so: a factor on the root-mean-square distance of the points from the middle of the unit cube."""
+DOMAIN_MARGIN = 1.5
+"""How far beyond its training tasks a trained layer's input may reach before it warns: a factor on
+the spread (either way) and, times the largest training spread, the distance the mean may move
+beyond the farthest training mean (:class:`TrainingDomain`)."""
 
-
-def training_domain_radius(d: int) -> float:
-    """The largest root-mean-square distance of a training task's points from the middle of the unit
-    cube, ``(1/2, ..., 1/2)``, for a trained layer of dimension ``d``: ``sqrt(1.6 + d / 4)``.
-
-    Every trained layer of kmtlib learns on one of two task families (:mod:`kmtlib.training`): the
-    paper's (:func:`kmtlib.sample_tasks`, every coordinate rescaled to [0, 1], so each point lies
-    within ``sqrt(d) / 2`` of the middle), or the broad family (:mod:`kmtlib.analysis.broad_tasks`, mean 0.5
-    in its filled coordinates and 0 in the others, total variance 1.6: a mean squared distance
-    from the middle of at most ``1.6 + d / 4``), which is also where ``TransformerKMeans`` maps a
-    user's data. Both lie within this radius."""
-    return math.sqrt(TARGET_TOTAL_VARIANCE + d * (CENTRE**2))
+PAPER_SPREAD, PAPER_OFFSET = (0.12, 0.34), 0.2
+"""The documented range of the paper's training tasks (:func:`kmtlib.sample_tasks`, normal family,
+scale 0.1, any d and k): the spread per coordinate of a task's points (measured between 0.13 and
+0.33 over d = 1..64, k = 2..20) and the offset of its mean from the middle of the unit cube (at
+most 0.18); the broad family has spread ``sqrt(TARGET_TOTAL_VARIANCE / d)`` and offset below 0.5
+(mean 0.5 in the coordinates a task fills, 0 in the others)."""
 
 
-@torch.no_grad()
-def warn_outside_training_domain(X: torch.Tensor, d: int) -> None:
-    """Warn (a UserWarning naming the range) when the points X (B, n, d) of any task lie, in
-    root-mean-square distance from the middle of the unit cube, more than
-    :data:`TRAINING_DOMAIN_MARGIN` times beyond :func:`training_domain_radius`: data on another
-    scale (other units) or far from the cube, where a trained layer has never been and its centres
-    can end worse than where they started. Changes nothing. (The data ``TransformerKMeans`` maps
-    into the domain lie within the radius itself; the initial centres are not checked, since a
-    seeding may pick a far outlier of such data.)"""
-    bound = TRAINING_DOMAIN_MARGIN * training_domain_radius(d)
-    reach = float(((X.double() - CENTRE) ** 2).sum(-1).mean(-1).sqrt().max())
-    if not reach <= bound:
+@dataclass(frozen=True)
+class TrainingDomain:
+    """Where a trained layer's training tasks lie, task by task: the ``spread`` of a task (the
+    root-mean-square distance of its points from their mean, per coordinate: ``sqrt(total variance
+    / d)``) between ``spread_low`` and ``spread_high``, and its ``offset`` (the root-mean-square
+    distance per coordinate of its mean from the middle of the unit cube) at most ``offset``.
+    ``source`` says where the numbers come from. A model file records it (format 4: measured on the
+    run's validation tasks); an older file falls back to :meth:`documented`."""
+
+    spread_low: float
+    spread_high: float
+    offset: float
+    source: str
+
+    @classmethod
+    def of_tasks(cls, tasks: list[torch.Tensor], source: str) -> TrainingDomain:
+        """The range of these tasks (each (B, n, d)), measured."""
+        spread, offset = (torch.cat(v) for v in zip(*(task_spread_and_offset(X) for X in tasks)))
+        return cls(float(spread.min()), float(spread.max()), float(offset.max()), source)
+
+    @classmethod
+    def documented(cls, d: int) -> TrainingDomain:
+        """The documented range of both families kmtlib trains on, for a file that records none:
+        the paper's tasks (:data:`PAPER_SPREAD`, :data:`PAPER_OFFSET`) and the broad ones."""
+        broad = math.sqrt(TARGET_TOTAL_VARIANCE / d)
+        low, high = min(PAPER_SPREAD[0], broad), max(PAPER_SPREAD[1], broad)
+        return cls(low, high, max(PAPER_OFFSET, CENTRE), "the documented range of the paper's and the broad tasks")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def outside(self, X: torch.Tensor) -> str | None:
+        """What lies outside the domain in the points X (B, n, d), or None."""
+        spread, offset = task_spread_and_offset(X)
+        low, high = self.spread_low / DOMAIN_MARGIN, self.spread_high * DOMAIN_MARGIN
+        reach = self.offset + DOMAIN_MARGIN * self.spread_high
+        if bool((spread < low).any()) or not bool((spread <= high).all()):
+            return f"a spread of {spread.min():.3g} to {spread.max():.3g} per coordinate, not {low:.3g} to {high:.3g}"
+        if not bool((offset <= reach).all()):
+            return f"a mean {offset.max():.3g} per coordinate from the unit cube's middle, beyond {reach:.3g}"
+        return None
+
+
+def task_spread_and_offset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per task of X (B, n, d): the spread (the root-mean-square distance of the points from their
+    mean, per coordinate) and the offset (of the mean from the middle of the unit cube, per coordinate)."""
+    X = X.detach().double()
+    mean = X.mean(dim=1, keepdim=True)
+    return ((X - mean) ** 2).mean(dim=(1, 2)).sqrt(), ((mean[:, 0] - CENTRE) ** 2).mean(dim=-1).sqrt()
+
+
+def warn_outside_training_domain(X: torch.Tensor, domain: TrainingDomain) -> None:
+    """Warn (a UserWarning at the caller's line, naming the range) where the points X (B, n, d) of
+    some task lie outside the trained layer's domain: shrunk, grown or shifted beyond its training
+    tasks by more than :data:`DOMAIN_MARGIN`. Changes nothing. (The data ``TransformerKMeans`` maps
+    into the domain lie within it; the initial centres are not checked, since a seeding may pick a
+    far outlier of such data.)"""
+    found = domain.outside(X)
+    if found is not None:
         warnings.warn(
-            f"the trained layer was trained on tasks around the unit cube [0, 1]^{d} (a root-mean-square distance "
-            f"of the points from its middle of at most {training_domain_radius(d):.2f}), and these points reach "
-            f"{reach:.3g}, beyond {TRAINING_DOMAIN_MARGIN:g} times that: its centres there may end worse than where "
-            "they started. Map the data into its domain first (kmtlib.TransformerKMeans does): the mean to 0.5 in "
-            "every coordinate and the total variance to 1.6",
-            UserWarning,
-            stacklevel=2,
-        )
+            f"the trained layer was trained on tasks of spread {domain.spread_low:.3g} to {domain.spread_high:.3g} per "
+            f"coordinate and mean within {domain.offset:.3g} of the unit cube's middle ({domain.source}); these points "
+            f"have {found}: its centres may end worse than where they started. Map the data into its domain first "
+            f"(kmtlib.TransformerKMeans does: mean 0.5 per coordinate, total variance {TARGET_TOTAL_VARIANCE:g})",
+            UserWarning, stacklevel=_caller_level(),
+        )  # fmt: skip
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside kmtlib and torch: the caller's line (past the
+    model's ``__call__`` and any ``torch.no_grad`` wrapper)."""
+    inside = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level

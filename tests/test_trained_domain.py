@@ -1,6 +1,8 @@
-"""A bare trained layer called on data far outside the tasks it was trained on says so (a
-UserWarning naming the range), and changes nothing; data in its domain, the estimator's mapped
-data and fixed-weight models stay silent."""
+"""A bare trained layer knows its domain by position and by scale: on data shrunk, grown or shifted
+beyond the tasks it was trained on it says so (a UserWarning at the caller's line, naming the
+range) and changes nothing; data in its domain, the estimator's mapped data and fixed-weight models
+stay silent. A model file records the range (format 4); an older file falls back to the documented
+range of kmtlib's training families."""
 
 from __future__ import annotations
 
@@ -12,57 +14,91 @@ import pytest
 import torch
 
 import kmtlib
+from kmtlib.analysis.broad_tasks import sample_broad_tasks
 from kmtlib.estimator import pretrained_model
 from kmtlib.init import init_centers
+from kmtlib.io.model_file import ModelFileError
+from kmtlib.training import train
+from kmtlib.transformer import TrainingDomain
+
+CASES = {"shrunk 1e-3": lambda X: X * 1e-3, "shrunk 0.3": lambda X: X * 0.3, "grown 1e4": lambda X: X * 1e4,
+         "shifted 1.5": lambda X: X + 1.5}  # fmt: skip
+"""The hostile cases of issue 43: the paper's tasks of the layer's d, changed in scale or position."""
 
 
-def _tasks():
-    X = kmtlib.sample_tasks(2, 128, 32, 10, generator=1)
-    return X, init_centers(X, 10, "kmeans++", generator=2)
+def _tasks(d: int = 32, k: int = 10):
+    X = kmtlib.sample_tasks(4, 128, d, k, generator=1)
+    return X, init_centers(X, k, "kmeans++", generator=2)
 
 
-def test_the_bare_trained_layer_warns_on_data_outside_its_training_domain():
+@pytest.mark.parametrize("case", CASES)
+def test_the_bare_trained_layer_warns_at_the_callers_line_on_data_shrunk_grown_or_shifted(case):
     model = pretrained_model()
     X, C0 = _tasks()
-    with pytest.warns(UserWarning, match=r"trained on tasks around the unit cube \[0, 1\]\^32") as said:
-        far = model(X * 1e4, C0 * 1e4, steps=3)
-    from kmtlib.transformer import training_domain_radius
+    X, C0 = CASES[case](X), CASES[case](C0)
+    for no_grad in (True, False):  # (a torch.no_grad wrapper in between changes nothing of where it points)
+        with pytest.warns(UserWarning, match="trained on tasks of spread") as said, torch.set_grad_enabled(not no_grad):
+            warned = model(X, C0, steps=3)
+        assert [w.filename for w in said] == [__file__], case
+    assert "documented range" in str(said[0].message)  # (the shipped file is of format 3: no recorded range)
+    # a warning, never a change: the numbers of the same call without the check, bitwise
+    domain, model.training_domain = model.training_domain, None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            unchecked = model(X, C0, steps=3)
+    finally:
+        model.training_domain = domain
+    assert torch.equal(warned.centers, unchecked.centers) and torch.equal(warned.objective, unchecked.objective)
 
-    message = str(said[0].message)
-    assert f"at most {training_domain_radius(32):.2f}" in message and "total variance to 1.6" in message
-    # a warning, not a refusal: the numbers are those of the same call with the warning ignored
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        again = model(X * 1e4, C0 * 1e4, steps=3)
-    assert torch.equal(far.centers, again.centers) and torch.equal(far.objective, again.objective)
-    # shifted far from the cube, at the training scale
-    with pytest.warns(UserWarning, match="unit cube"):
-        model(X + 50.0, C0 + 50.0, steps=1)
 
-
-def test_the_training_domain_holds_the_training_tasks_and_the_estimators_data():
-    """The radius bounds both training families at any d (the paper's tasks lie in the unit cube;
-    the broad ones, as the estimator's mapped data, have mean 0.5 or 0 per coordinate and total
-    variance 1.6), so none of them warns."""
-    from kmtlib.analysis.broad_tasks import sample_broad_tasks
-    from kmtlib.transformer import training_domain_radius
-
+def test_the_training_tasks_the_estimators_data_and_fixed_weight_models_stay_silent():
+    """The documented range holds both training families at any d (the paper's tasks, and the broad
+    ones, where the estimator maps a user's data); fixed-weight models never check."""
     for d in (1, 4, 32):
-        paper = kmtlib.sample_tasks(16, 256, d, 3, family="cauchy", generator=3)
-        broad = sample_broad_tasks(16, 256, d, 3, generator=4)
-        broad = broad[0] if isinstance(broad, tuple) else broad
-        for X in (paper, broad):
-            reach = float(((X.double() - 0.5) ** 2).sum(-1).mean(-1).sqrt().max())
-            assert reach <= training_domain_radius(d) * (1 + 1e-6), (d, reach)
+        domain = TrainingDomain.documented(d)
+        paper = kmtlib.sample_tasks(64, 256, d, 3, generator=3)
+        broad = sample_broad_tasks(64, 256, d, 3, generator=4)
+        for X in (paper, broad[0] if isinstance(broad, tuple) else broad):
+            assert domain.outside(X) is None, (d, domain.outside(X))
     model = pretrained_model()
     X, C0 = _tasks()
-    rng = np.random.default_rng(5)
-    data = rng.normal(size=(300, 5)) * 1e4
+    data = np.random.default_rng(5).normal(size=(300, 5)) * 1e4
     data[0] = 1e7  # (a far outlier: the seeding may pick it; the check reads the points, not the centres)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model(X, C0, steps=2)
         kmtlib.TransformerKMeans(3, steps=2, random_state=0).fit(data)
-        fixed = kmtlib.KMeansTransformer.from_theorem(2, 3, gamma=math.inf)
+        fixed = kmtlib.KMeansTransformer.from_theorem(2, 3, gamma=math.inf).to(torch.float64)
         points = torch.rand(1, 40, 2, dtype=torch.float64) * 1e4
-        fixed.to(torch.float64)(points, points[:, :3].clone(), steps=1)
+        fixed(points, points[:, :3].clone(), steps=1)
+        kmtlib.whole_pass(fixed)(points, points[:, :3].clone(), steps=1)
+
+
+def test_a_model_file_records_the_range_and_an_old_file_falls_back(tmp_path):
+    model = pretrained_model()
+    X, _ = _tasks()
+    recorded = TrainingDomain.of_tasks([X, X * 1.2], "two batches of a test")
+    assert math.isclose(recorded.spread_high, 1.2 * TrainingDomain.of_tasks([X], "").spread_high, rel_tol=1e-6)
+    model.training_domain = recorded
+    path = model.save(tmp_path / "model.pt")
+    assert kmtlib.load_model(path).training_domain == recorded
+    # an older file (no entry) falls back to the documented range; a damaged entry names the file
+    payload = torch.load(path, weights_only=True)
+    del payload["training_domain"]
+    torch.save(payload, tmp_path / "old.pt")
+    assert kmtlib.load_model(tmp_path / "old.pt").training_domain == TrainingDomain.documented(model.d)
+    good = {"spread_low": 0.1, "spread_high": 0.3, "offset": 0.1, "source": "x"}
+    for damaged in (dict(good, spread_low=0.5), dict(good, spread_low=True), dict(good, spread_high=math.nan), [0.1]):
+        payload["training_domain"] = damaged
+        torch.save(payload, tmp_path / "damaged.pt")
+        with pytest.raises(ModelFileError, match=r"damaged\.pt: damaged .*training_domain"):
+            kmtlib.load_model(tmp_path / "damaged.pt")
+
+
+def test_training_records_the_range_of_its_tasks(tmp_path):
+    tiny = dict(d=3, k=3, n=24, batch=8, eval_every=5, val_batches=2, seed=123, steps=5)
+    train(tiny, tmp_path / "run", quiet=True)
+    domain = kmtlib.load_model(tmp_path / "run" / "model.pt").training_domain
+    assert domain is not None and "validation tasks: paper tasks, normal 0.1" in domain.source
+    assert 0 < domain.spread_low <= domain.spread_high < 0.5 and domain.offset < 0.5

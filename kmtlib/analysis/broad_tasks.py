@@ -27,16 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..tasks import check_task_arguments
-
-TARGET_TOTAL_VARIANCE = 1.6
-"""The total variance (the mean squared distance of a task's points to their mean) that
-:func:`spread_normalise` gives every task: about that of the paper's tasks at d = 32 (1.62 at
-k = 10), so that a layer trained on them meets distances of the size it was trained on."""
-
-CENTRE = 0.5
-"""Where :func:`spread_normalise` puts the mean of the filled coordinates (the middle of the unit
-cube, where the mean of the paper's tasks lies)."""
+from ..tasks import CENTRE, TARGET_TOTAL_VARIANCE, check_task_arguments
 
 
 class BroadMixture(NamedTuple):

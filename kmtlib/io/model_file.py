@@ -15,6 +15,7 @@ run code that a stranger put in it.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import warnings
@@ -26,7 +27,7 @@ import torch
 
 from ..embedding import embedding_name
 from ..layer import LayerConfig
-from ..transformer import MODEL_FORMAT, KMeansTransformer
+from ..transformer import MODEL_FORMAT, KMeansTransformer, TrainingDomain
 from ..variants import import_all
 
 OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2", "kmtlib.KMeansTransformer/3")
@@ -341,7 +342,23 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
         if key not in payload:
             raise ModelFileError(f"{path}: damaged {what} (the {key!r} entry is missing)")
     model = build_model(payload["config"], payload["state_dict"], path, what)
+    if "training_domain" in payload:  # (format 4; an older file keeps the documented range)
+        model.training_domain = read_training_domain(payload["training_domain"], path, what)
     return model.to(map_location)
+
+
+def read_training_domain(entry: Any, path: Path, what: str) -> TrainingDomain:
+    """The ``training_domain`` entry of a model file, checked: finite spreads ``0 < low <= high``, a
+    finite offset >= 0 and a text source; ModelFileError names ``path`` otherwise."""
+    fields = ("spread_low", "spread_high", "offset", "source")
+    if not isinstance(entry, dict) or set(entry) != set(fields):
+        raise ModelFileError(f"{path}: damaged {what} (its 'training_domain' is {describe_contents(entry)})")
+    low, high, offset = (entry[name] for name in fields[:3])
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in entry.values()
+                  if not isinstance(v, str))  # fmt: skip
+    if not (numbers and 0 < low <= high and offset >= 0 and isinstance(entry["source"], str)):
+        raise ModelFileError(f"{path}: damaged {what} (its 'training_domain' is not a range: {entry!r})")
+    return TrainingDomain(float(low), float(high), float(offset), entry["source"])
 
 
 def load_model(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> KMeansTransformer:

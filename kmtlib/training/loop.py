@@ -25,7 +25,7 @@ from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
 from ..losses import _smoothed_objective
-from ..transformer import KMeansTransformer
+from ..transformer import KMeansTransformer, TrainingDomain
 from .config import _DTYPES, TrainConfig, derive_seeds
 from .estimator_use import (
     EstimatorBatch,
@@ -269,8 +269,13 @@ class _Run:
         self.generators = state.generators
         if config.loss == "lloyd_gap":
             self.estimator_validation = estimator_validation_batches(config)
+            tasks = [batch.X for batch in self.estimator_validation]
         else:
             self.validation = make_validation_batches(config, device)
+            tasks = [X for X, _, _ in self.validation]
+        # the range of the tasks it learns on, saved with the model (the layer warns outside it)
+        source = f"measured on the run's validation tasks: {config.tasks} tasks, {config.family} {config.scale:g}"
+        self.model.training_domain = TrainingDomain.of_tasks(tasks, source)
         self.best: dict[str, Any] = {"step": None, "val_rel_objective": math.inf}
         self.wall_before = 0.0
         self.best_state: dict[str, torch.Tensor] | None = None
