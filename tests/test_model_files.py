@@ -280,3 +280,25 @@ def test_format_1_trainable_files_load_to_the_same_numbers(embedding, impl, tmp_
     loaded = load_model(_write_format_1(tmp_path / "old.pt", "trainable", kwargs, state))
     assert loaded.fast  # (the old impl option chose a kernel, not a model: model.fast now)
     _assert_same_model(loaded, model)
+
+
+# ------------------------------------------------------------------------------------ both paths
+_REPOSITORY = Path(__file__).resolve().parent.parent
+SHIPPED = sorted([*_REPOSITORY.glob("data/**/*.pt"), *Path(kmtlib.__file__).parent.glob("pretrained/*.pt")])
+"""Every model file the repository ships (data/weights*, kmtlib/pretrained)."""
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_model_gives_the_same_numbers_on_both_paths(path):
+    """The layer step, ``model(X, C0)``, and the whole pass asked for by name give bitwise the same
+    result of one type (a trained layer has no whole-pass kernel: the call is the model's)."""
+    model = load_model(path).eval()
+    k = 5 if model.config.reads_any_k else model.k
+    X = kmtlib.sample_tasks(2, 40, model.d, k, generator=3).to(next(model.parameters()).dtype)
+    C0 = kmtlib.init_centers(X, k, generator=4)
+    with torch.no_grad():
+        step, whole = model(X, C0, steps=3), kmtlib.whole_pass(model)(X, C0, steps=3)
+    assert type(step) is type(whole)
+    for field in ("centers", "labels", "objective", "assignments"):
+        a, b = getattr(step, field), getattr(whole, field)
+        assert (a is None and b is None) or torch.equal(a, b), field
