@@ -283,12 +283,11 @@ def test_format_1_trainable_files_load_to_the_same_numbers(embedding, impl, tmp_
 
 
 # ------------------------------------------------------------------------------------ both paths
-_REPOSITORY = Path(__file__).resolve().parent.parent
-SHIPPED = sorted([*_REPOSITORY.glob("data/**/*.pt"), *Path(kmtlib.__file__).parent.glob("pretrained/*.pt")])
+EVERY_SHIPPED = sorted([*ROOT.glob("data/**/*.pt"), *Path(kmtlib.__file__).parent.glob("pretrained/*.pt")])
 """Every model file the repository ships (data/weights*, kmtlib/pretrained)."""
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", EVERY_SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_model_gives_the_same_numbers_on_both_paths(path):
     """The layer step, ``model(X, C0)``, and the whole pass asked for by name give bitwise the same
     result of one type (a trained layer has no whole-pass kernel: the call is the model's)."""
