@@ -294,8 +294,8 @@ class WholePass:
 
     The kernel keeps coordinate-major point tokens, updates them in place and, in Theorem 2.1's
     limit, reads the objective from the assignment the tokens hold; it computes
-    :meth:`KMeansTransformer.forward`'s numbers (bitwise in Theorem 2.1's limit, within float
-    rounding at a finite temperature: ``tests/test_kernels.py``). Where it does not apply (a
+    :meth:`KMeansTransformer.forward`'s numbers (centres within float64 rounding, the order of its
+    sums differs; labels and hard assignments bitwise: ``tests/test_kernels.py``). Where it does not apply (a
     re-embedding or learning layer, autograd, another map) the call is ``model(X, C0, steps)``.
     The compiled blocks and scratch memory are this object's, kept from call to call."""
 

@@ -5,8 +5,8 @@ steps)``, as ``torch.compile(model)`` is); ``model(X, C0, steps)`` runs the laye
 :class:`LimitPass` holds the kernel's compiled blocks and scratch memory from call to call (it
 belongs to the caller that asked for the whole pass, not to the model). The kernel keeps its
 own update of the layer (coordinate-major tokens updated in place); ``tests/test_kernels.py``
-pins it to :meth:`kmtlib.layer.KMeansLayer.forward`, bitwise where the model is Theorem 2.1's
-limit and within float64 rounding at a finite temperature (the order of a sum differs).
+pins it to :meth:`kmtlib.layer.KMeansLayer.forward`: centres and objective within float64
+rounding (the order of its sums differs), labels and hard assignments bitwise.
 """
 
 from __future__ import annotations

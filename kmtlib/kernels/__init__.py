@@ -1,13 +1,14 @@
 """Speed kernels of kmtlib, each beside the plain formula it replaces and pinned to it by a test.
 
 Nothing here changes what is computed, only how fast (and, through the order of a sum, at most
-the last bits). One switch chooses them: ``model.fast`` (default True; set it to False to run
-every block by its formula in :mod:`kmtlib.layer`).
+the last bits). ``model.fast`` (default True; set it to False to run every block by its formula
+in :mod:`kmtlib.layer`) computes each block's attention by one where it applies; the whole pass of
+:mod:`.limit_model` is asked for by name, ``kmtlib.whole_pass(model)``.
 
 Kernels are leaves: tensors in, tensors out, no state on a model, and they import nothing of
 kmtlib above them (only each other, :mod:`kmtlib._numerics` and :mod:`kmtlib._checks`). Which
 kernel applies is decided in :mod:`kmtlib.fast.choice` from the model's configuration and
-weights; scratch memory is the model's.
+weights; scratch memory is the caller's (:class:`kmtlib.fast.LimitPass`), never the model's.
 
 * :mod:`.euclidean_softmax`: Euclidean soft-max attention with a hand-written backward pass and
   sparse dropout (the trainable layer; plain formula ``softmax(-s cdist(q, k)^2) @ v``).

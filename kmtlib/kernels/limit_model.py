@@ -1,10 +1,12 @@
-"""The forward pass of a fixed-weight model, fast: the kernel behind ``model(X, C0, steps)`` for
-the theorem constructions and the soft variant (the model decides where it applies,
-:func:`kmtlib.fast.choice.uses_limit_kernel`, and runs its loop; each block is described to
-the kernel by the layer, :class:`LimitBlock`).
+"""The whole forward pass of a fixed-weight model, fast: the kernel behind ``kmtlib.whole_pass(model)``,
+asked for by name, for the theorem constructions and the soft variant (:mod:`kmtlib.fast.whole_pass`
+decides where it applies, :func:`~kmtlib.fast.whole_pass.uses_limit_kernel`, and runs its loop;
+each block is described to the kernel in plain values, :class:`LimitBlock`).
 
-The plain formula is :meth:`kmtlib.KMeansTransformer.forward` with ``model.fast = False``: embed,
-apply :meth:`kmtlib.layer.KMeansLayer.forward` ``steps`` times, read the centres. This kernel
+It keeps its own update of the layer. The formula is :meth:`kmtlib.KMeansTransformer.forward`:
+embed, apply :meth:`kmtlib.layer.KMeansLayer.forward` ``steps`` times, read the centres;
+``tests/test_kernels.py`` pins this kernel to it (centres and objective within float64 rounding,
+labels and hard assignments bitwise; not bitwise everywhere: the order of its sums differs). This kernel
 computes the same with five changes, none of which changes a number except through the order
 of a sum (BLAS may add the terms of a product in another order for another memory layout):
 
@@ -426,8 +428,9 @@ class _HardAssignment:
 
 
 class LimitRunner:
-    """The compiled blocks and scratch memory of one model's fast forward (the model keeps it
-    between calls, so the scratch memory is reused; not thread-safe: one forward pass at a time).
+    """The compiled blocks and scratch memory of one model's whole pass (the caller's
+    :class:`kmtlib.fast.LimitPass` keeps it between calls, so the scratch memory is reused; not
+    thread-safe: one forward pass at a time).
     ``blocks``: the layer's four blocks by name (CAX, SAX, CAC, SAC); ``ffn``: its feed-forward
     block on the centre tokens, if any."""
 
