@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -162,6 +163,10 @@ def test_the_sweep_stops_on_an_unreadable_queue_instead_of_calling_its_jobs_gone
             raise AssertionError("the driver is still waiting")
 
     monkeypatch.setattr(sweep, "time", SimpleNamespace(sleep=sleep))  # (the driver's pauses only, not squeue's)
+    plan = select(paper_plan(seeds=[1], steps=2, **TINY), ["main"])
+    with pytest.raises(ValueError, match=r"`squeue .*Maintenance on Monday"):  # (not JobsEndedError: "gone")
+        execute(plan, tmp_path / "library", "slurm", poll_s=0.001, check_s=0.001)
+    polls["n"] = 0
     argv = ["--seeds", "1,2", "--steps", "2", "--only", "main", "--set", "n=32", "--set", "batch=4",
             "--set", "val_batches=1", "--out", str(tmp_path / "sweep"), "--executor", "slurm"]  # fmt: skip
     with pytest.raises(SystemExit) as ended:
@@ -292,3 +297,17 @@ def test_the_command_names_the_jobs_and_the_command_that_resumes(monkeypatch, tm
     assert message.startswith("error: 1 of 1 job(s) ended") and "\n" not in message
     assert f"`python -m kmtbook.paper_sweep --seeds 1 --only onehot_seed1 --out '{tmp_path / 'my sweep'}' " \
            "--executor slurm` resumes them" in message  # fmt: skip
+
+
+@pytest.mark.parametrize("executor", ["local", "slurm"])
+def test_an_executor_without_submitit_ends_in_one_line(monkeypatch, tmp_path, executor):
+    from kmtbook.paper_sweep import main
+
+    fake_slurm_commands(monkeypatch, tmp_path / "bin")
+    monkeypatch.setitem(sys.modules, "submitit", None)  # (as if not installed: importing it fails)
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as ended:
+        main(["--seeds", "1", "--only", "onehot_seed1", "--out", str(out), "--executor", executor])
+    assert str(ended.value) == (f"error: --executor {executor} needs submitit, which is not installed (pip install "
+                                "'kmtlib[sweep]'); or run in this process with --executor serial")
+    assert not out.exists()

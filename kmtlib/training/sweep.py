@@ -224,8 +224,7 @@ def execute(
     unwatched. submitit's own messages go to ``OUT/_submitit/submitit.log``, not the terminal."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if executor == "slurm":
-        check_slurm("executor")
+    check_executor(executor, "executor")
     check_plan(runs)
     out.mkdir(parents=True, exist_ok=True)
     todo = [g for g in groups(runs, runs_per_group) if not all(finished(r, out) for r in g)]
@@ -253,11 +252,20 @@ def execute(
         bar.close()
 
 
-def check_slurm(option: str = "--executor") -> None:
-    """A ValueError saying which Slurm commands (:data:`SLURM_COMMANDS`) are not on ``PATH`` and how
-    to run without Slurm (``option``: how the caller names the executor), before submitit is asked."""
+def check_executor(executor: str, option: str = "--executor") -> None:
+    """A ValueError, before submitit is asked, when ``executor`` cannot run on this machine: submitit
+    is not installed (``local``, ``slurm``), or Slurm's commands (:data:`SLURM_COMMANDS`) are not on
+    ``PATH`` (``slurm``); the message says how to run instead (``option``: how the caller names the
+    executor)."""
+    if executor == "serial":
+        return
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{option} {executor} needs submitit, which is not installed (pip install "
+                         f"'kmtlib[sweep]'); or run in this process with {option} serial") from None
     missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
-    if missing:
+    if executor == "slurm" and missing:
         raise ValueError(f"{option} slurm: no Slurm commands found ({', '.join(missing)} not on PATH); to run on "
                          f"this machine instead, use {option} local (or {option} serial)")
 
@@ -377,8 +385,8 @@ def run_command(
         check_plan(plan)
         runs = select(plan, args.only)
         slurm = slurm_parameters(args.slurm, args.executor)
-        if args.executor == "slurm" and not args.plan:
-            check_slurm("--executor")
+        if not args.plan:
+            check_executor(args.executor, "--executor")
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.threads is not None and args.threads < 1:
