@@ -52,8 +52,14 @@ def projection(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _check_runs(X: torch.Tensor, runs: Sequence[Run]) -> int:
-    if X.ndim != 2:
-        raise ValueError(f"X must be the (n, d) points of one task, got shape {tuple(X.shape)}")
+    """What can be drawn, checked once at the entry: finite points ``X (n, d)`` with n >= 1 and d >= 2
+    (drawn in a plane), and runs of finite centres ``(T+1, k, d)`` (T >= 0, k >= 1) with objectives
+    ``(T+1,)``; a ValueError naming the argument otherwise. Returns T."""
+    if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 2:
+        shape = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
+        raise ValueError(f"X must be the (n, d) points of one task, n >= 1 and d >= 2 (drawn in a plane), got {shape}")
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("X must be finite: it holds NaN or infinite coordinates")
     if not runs:
         raise ValueError("runs must hold at least one run")
     steps = {tuple(r.centres.shape[:1]) + tuple(r.objective.shape) for r in runs}
@@ -61,6 +67,12 @@ def _check_runs(X: torch.Tensor, runs: Sequence[Run]) -> int:
         shapes = [(tuple(r.centres.shape), tuple(r.objective.shape)) for r in runs]
         raise ValueError("every run needs centres (T+1, k, d) with the points' d and an objective (T+1,), "
                          f"the same T for all; got {shapes}")
+    for run in runs:
+        if run.centres.shape[0] < 1 or run.centres.shape[1] < 1:
+            raise ValueError(f"run {run.name!r}: centres must hold at least one step (T+1 >= 1 frames) of at least "
+                             f"one centre, got shape {tuple(run.centres.shape)}")
+        if not bool(torch.isfinite(run.centres).all()):
+            raise ValueError(f"run {run.name!r}: centres must be finite: they hold NaN or infinite coordinates")
     return runs[0].centres.shape[0] - 1
 
 
@@ -146,6 +158,8 @@ def animate_runs(
 def show_step(animation: FuncAnimation, step: int) -> None:
     """Set the animation's figure to the frame of ``step`` (a still for print: save the figure next)."""
     frames = animation._save_count if animation._save_count is not None else None  # type: ignore[attr-defined]
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise ValueError(f"step must be an integer, got {type(step).__name__} {step!r}")
     if step < 0 or (frames is not None and step >= frames):
         raise ValueError(f"step must be between 0 and {frames - 1 if frames else '?'}, got {step}")
     animation._func(step)  # type: ignore[attr-defined]

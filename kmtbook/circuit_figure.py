@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from .arguments import check_flag
+
 
 @dataclass(frozen=True)
 class BlockText:
@@ -61,6 +63,7 @@ def token_parts(kind: str, scratch: bool, after: bool = False) -> list[tuple[str
     ``after``: the token after the layer (what Theorem 2.1's layer has written into it)."""
     if kind not in ("point", "centre"):
         raise ValueError(f"kind must be 'point' or 'centre', got {kind!r}")
+    scratch, after = check_flag("scratch", scratch), check_flag("after", after)
     data = ("data", r"$x_i$", "d data coordinates") if kind == "point" else \
         ("data", r"$c_j$", "d: the new centre" if after and scratch else "d coordinates of the centre")
     if not scratch:
@@ -127,6 +130,7 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
     ``scratch=True`` draws Theorem 2.1's layer (tokens of width d + k, the construction's weights,
     the Lloyd step of each block); ``scratch=False`` the ablation's layer of width d (learned weights;
     no construction is known, so no Lloyd step is written). Returns the figure; drawing needs no data."""
+    scratch = check_flag("scratch", scratch)
     width = "d + k" if scratch else "d"
     import matplotlib.pyplot as plt
 

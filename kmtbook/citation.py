@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from .arguments import check_flag
+
 BOOK_URL_VARIABLE = "KMT_BOOK_URL"
 """The environment variable that sets the book's address at publish time (over ``html_baseurl``)."""
 
@@ -63,7 +65,7 @@ class BookCitation:
 
     def build_text(self, full: bool = False) -> str:
         """``version 0.1.0, commit 6ec360e0a137`` (the full hash with ``full``), noting local changes."""
-        commit = self.commit if full else self.short_commit
+        commit = self.commit if check_flag("full", full) else self.short_commit
         if commit is None:
             return f"version {self.version} (no commit recorded: built outside a git checkout)"
         changes = " with uncommitted changes" if self.modified else ""

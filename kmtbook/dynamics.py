@@ -30,6 +30,7 @@ import pandas as pd
 
 from kmtlib.embedding import embedding_name
 
+from .arguments import check_flag
 from .chapter import find_repo_root
 
 INDEX_FILE = "index.json"
@@ -98,6 +99,7 @@ def run_table(folder: str | os.PathLike | None = None, *, include_diverged: bool
     Raises:
         FileNotFoundError: the folder does not exist or holds no run (the message says how to make them).
     """
+    include_diverged = check_flag("include_diverged", include_diverged)
     root = Path(folder) if folder else default_logs_dir()
     if not root.is_dir():
         raise FileNotFoundError(
@@ -220,6 +222,7 @@ def seed_bands(
     had a finite value at that step: a diverged or shorter run stops counting). ``drop_step0``
     drops step 0, as the paper's figures do (the untrained layer, and no training loss yet).
     """
+    drop_step0 = check_flag("drop_step0", drop_step0)
     keys = [*by, "step"]
     missing = sorted(set([*keys, value]) - set(logs.columns))
     if missing:

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from .arguments import check_flag
+
 
 def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
@@ -82,6 +84,7 @@ def plot_assignments(ax, X, labels, *, k: int | None = None, max_points: int = 5
 
 def plot_matrix(ax, W, *, title: str = "", cmap: str = "RdBu_r", symmetric: bool = True, colorbar: bool = True):
     """A weight or attention matrix as a heat map (symmetric colour scale around 0 by default)."""
+    symmetric, colorbar = check_flag("symmetric", symmetric), check_flag("colorbar", colorbar)
     M = _np(W)
     vmax = float(np.abs(M).max()) or 1.0
     kwargs = dict(vmin=-vmax, vmax=vmax) if symmetric else {}

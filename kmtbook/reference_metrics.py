@@ -23,6 +23,11 @@ The tolerances (:func:`tolerance_for`), by what a number is:
 * a point of a grid (Chapter 3's gamma thresholds): tolerance 0, as a move changes the statement;
 * ``not guarded``: timings and what depends on them; listed, never compared.
 
+A build's value must be of its reference's type (a flag is not a number: ``True == 1`` does not
+pass), and an entry without a valid tolerance is an error naming it, never a number left
+unguarded. Every command ends a damaged or missing reference file or ``metrics.json`` with one
+``error:`` line naming it.
+
 Updating a reference is deliberate (``python -m kmtbook.reference_metrics update``): it rewrites the
 named entries from the current build's ``metrics.json`` files and appends the reason to
 ``data/book_build/README.md``.
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import numbers
 import re
 import subprocess
 import sys
@@ -305,18 +311,64 @@ def reference_path(root: Path, profile: str) -> Path:
     return Path(root) / REFERENCE_FILES[profile]
 
 
+KINDS = ("exact", "rounding", "sampled", "not guarded")
+"""What a number is, as an entry's ``kind`` says (see the module's documentation)."""
+
+
+def value_type(value: Any) -> str:
+    """``"number"``, ``"flag"`` (a bool, which is no number here: ``True == 1`` must not pass), ``"text"``,
+    or the name of another type."""
+    if isinstance(value, bool):
+        return "flag"
+    if isinstance(value, numbers.Real):
+        return "number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def check_tolerance(tolerance: Any, kind: str) -> None:
+    """A ValueError unless ``tolerance`` is a finite number >= 0 (None for ``not guarded`` numbers)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    if kind == "not guarded" and tolerance is None:
+        return
+    if value_type(tolerance) != "number" or not math.isfinite(tolerance) or tolerance < 0:
+        raise ValueError(f"tolerance must be a finite number >= 0 for a number of kind {kind!r}, got {tolerance!r}")
+
+
+def check_entry(key: str, entry: Any) -> None:
+    """A ValueError naming ``key`` unless ``entry`` is a whole reference entry: its fields, a kind, a
+    valid tolerance (never silently unguarded) and a value that is a finite number, a flag or text."""
+    parse_key(key)
+    if not isinstance(entry, dict):
+        raise ValueError(f"entry {key!r} is not an object")
+    for field in ("value", "kind", "tolerance", "reason", "commit"):
+        if field not in entry:
+            raise ValueError(f"entry {key!r} has no {field!r}")
+    try:
+        check_tolerance(entry["tolerance"], entry["kind"])
+        check_reference_value(entry["value"])
+    except ValueError as err:
+        raise ValueError(f"entry {key!r}: {err}") from None
+
+
+def check_reference_value(value: Any) -> None:
+    """A ValueError unless ``value`` can be a reference: a finite number, a flag or text."""
+    if value_type(value) not in ("number", "flag", "text"):
+        raise ValueError(f"value must be a number, a flag or text, got {type(value).__name__} {value!r}")
+    if value_type(value) == "number" and not math.isfinite(value):
+        raise ValueError(f"value must be finite, got {value!r}")
+
+
 def read_references(path: Path) -> dict[str, dict[str, Any]]:
-    """The entries of a reference file, by key; an error naming the file when it is damaged."""
+    """The entries of a reference file, by key, each checked (:func:`check_entry`); an error naming
+    the file (and the entry) when it is damaged."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         entries = data["entries"]
         if not isinstance(entries, dict):
             raise TypeError("'entries' is not an object")
         for key, entry in entries.items():
-            parse_key(key)
-            for field in ("value", "kind", "tolerance", "reason", "commit"):
-                if field not in entry:
-                    raise KeyError(f"entry {key!r} has no {field!r}")
+            check_entry(key, entry)
     except OSError as err:
         raise FileNotFoundError(f"reference file {path} cannot be read: {err.strerror or err}") from err
     except (ValueError, KeyError, TypeError) as err:
@@ -341,6 +393,10 @@ def make_entry(key: str, metrics_by_chapter: Mapping[str, Mapping[str, Any]], co
         raise KeyError(f"the build has no metrics.json of chapter {chapter}")
     metrics = metrics_by_chapter[chapter]
     value = metric_value(metrics, name, index)
+    try:
+        check_reference_value(value)
+    except ValueError as err:
+        raise ValueError(f"{key}: {err} (a list: name one element, {key}[i])") from None
     tolerance = tolerance_for(key, value, metrics)
     return {"value": value, "kind": tolerance.kind, "tolerance": tolerance.amount, "reason": tolerance.reason,
             "commit": commit}
@@ -364,12 +420,17 @@ class Comparison:
 
 
 def compare_value(reference: Any, value: Any, tolerance: float | None, kind: str) -> str:
-    """``"within"`` or ``"moved"`` for one number (``"not guarded"`` without a tolerance)."""
+    """``"within"`` or ``"moved"`` for one number (``"not guarded"`` for a number of that kind). A
+    value of another type than the reference's has moved (a flag is not a number); a tolerance
+    that is not a finite number >= 0 is a ValueError, never a number left unguarded."""
+    check_tolerance(tolerance, kind)
     if kind == "not guarded" or tolerance is None:
         return "not guarded"
-    if isinstance(reference, (str, bool)) or isinstance(value, (str, bool)) or reference is None:
+    if value_type(value) != value_type(reference):
+        return "moved"
+    if value_type(reference) != "number":
         return "within" if value == reference else "moved"
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not math.isfinite(value) or not math.isfinite(reference):
         return "moved"
     allowed = tolerance + (1e-9 * abs(reference) if kind == "exact" else 0.0)
     return "within" if abs(value - reference) <= allowed else "moved"
@@ -381,6 +442,7 @@ def compare(entries: Mapping[str, Mapping[str, Any]],
     out = []
     for key in sorted(entries):
         entry = entries[key]
+        check_entry(key, entry)
         chapter, name, index = parse_key(key)
         try:
             value = metric_value(metrics_by_chapter[chapter], name, index)
@@ -445,8 +507,12 @@ def read_build(root: Path, profile: str, stems: Iterable[str] | None = None) -> 
             continue
         try:
             metrics = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise OSError(f"{path} cannot be read: {err.strerror or err}") from err
         except ValueError as err:
             raise ValueError(f"{path} is not valid JSON ({err})") from err
+        if not isinstance(metrics, dict):
+            raise ValueError(f"{path} is not a JSON object of metrics (it holds a {type(metrics).__name__})")
         if metrics.get("profile") != profile:
             raise ValueError(f"{path} was written by a run of profile {metrics.get('profile')!r}, not {profile!r}")
         out[stem] = metrics
@@ -465,9 +531,20 @@ def check_metrics(root: Path, profile: str, metrics_by_chapter: Mapping[str, Map
 
 def check_build(root: Path, profile: str = "book") -> tuple[list[Comparison], str]:
     """Compare every reference with the ``metrics.json`` files a build left; returns the comparison
-    and the drift report (empty when every guarded number is within its tolerance)."""
-    comparisons = check_metrics(root, profile, read_build(root, profile))
+    and the drift report (empty when every guarded number is within its tolerance). A chapter with
+    references whose ``metrics.json`` is missing is a ValueError naming the file."""
+    build = read_build(root, profile)
+    entries = read_references(reference_path(root, profile))
+    unbuilt = sorted({parse_key(k)[0] for k in entries} & set(chapter_stems(root)) - set(build))
+    if unbuilt:
+        raise ValueError(f"no metrics.json of {len(unbuilt)} chapter(s) with reference numbers (run them first): "
+                         + _missing_files(root, profile, unbuilt))
+    comparisons = check_metrics(root, profile, build)
     return comparisons, drift_report(comparisons, profile)
+
+
+def _missing_files(root: Path, profile: str, stems: Iterable[str]) -> str:
+    return ", ".join(str(metrics_path(root, profile, stem)) for stem in stems)
 
 
 # --- updating --------------------------------------------------------------------------------------------
@@ -485,18 +562,26 @@ def current_commit(root: Path) -> str:
 
 def update_references(root: Path, profile: str, keys: Iterable[str], reason: str,
                       metrics_by_chapter: Mapping[str, Mapping[str, Any]] | None = None,
-                      commit: str | None = None) -> dict[str, str]:  # fmt: skip
+                      commit: str | None = None, build_root: Path | None = None) -> dict[str, str]:  # fmt: skip
     """Rewrite the entries ``keys`` (a key, or a chapter stem for all of its guarded numbers) from
-    the build's metrics and append ``reason`` to ``data/book_build/README.md``. A key that the build
-    lacks is removed from the references. Returns what happened to each key."""
+    the build's metrics (of ``build_root``, default ``root``) and append ``reason`` to
+    ``data/book_build/README.md``. A key that the build's ``metrics.json`` lacks, or of a chapter no
+    longer in the book, is removed from the references; a chapter of the book whose ``metrics.json``
+    the build lacks is a ValueError naming the file (its references stay). Returns what happened to
+    each key."""
     root = Path(root)
+    build_root = root if build_root is None else Path(build_root)
     if not reason.strip():
         raise ValueError("reason: say why the reference changes (it goes into data/book_build/README.md)")
     path = reference_path(root, profile)
     entries = read_references(path) if path.is_file() else {}
-    metrics_by_chapter = read_build(root, profile) if metrics_by_chapter is None else metrics_by_chapter
+    metrics_by_chapter = read_build(build_root, profile) if metrics_by_chapter is None else metrics_by_chapter
     commit = commit or current_commit(root)
     expanded = _expand(keys, root, entries)
+    unbuilt = sorted({parse_key(k)[0] for k in expanded} & set(chapter_stems(root)) - set(metrics_by_chapter))
+    if unbuilt:
+        raise ValueError(f"no metrics.json of {len(unbuilt)} chapter(s) named, so their references stay (run them "
+                         "first): " + _missing_files(build_root, profile, unbuilt))
     done = {}
     for key in expanded:
         try:
@@ -564,6 +649,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the checkout whose build to read (results/ or _build/quick/), default --root")
     update.add_argument("--commit", default=None, help="the commit the build ran (default: --build-root's HEAD)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except (OSError, ValueError) as err:  # a damaged or missing reference file or metrics.json
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     root = Path(args.root)
     if args.command == "check":
         comparisons, report = check_build(root, args.profile)
@@ -575,12 +668,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     build_root = Path(args.build_root) if args.build_root else root
-    try:
-        build = read_build(build_root, args.profile, chapter_stems(root))
-        done = update_references(root, args.profile, args.entries, args.reason, build,
-                                 commit=args.commit or current_commit(build_root))
-    except ValueError as err:
-        parser.error(str(err))
+    build = read_build(build_root, args.profile, chapter_stems(root))
+    done = update_references(root, args.profile, args.entries, args.reason, build,
+                             commit=args.commit or current_commit(build_root), build_root=build_root)
     for key, what in done.items():
         print(f"{key}: {what}")
     return 0

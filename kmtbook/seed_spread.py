@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .arguments import finite_number
+
 D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
 """Tippett's d2(n): the expected range of n independent standard normal draws."""
 
@@ -40,8 +42,10 @@ def spread_against_paper(per_seed: Sequence[float], paper_value: float) -> dict[
     the range ten seeds would span at that spread (``expected_range_10``), the paper's value minus
     our median, and whether the paper's value lies inside our range and within half the expected
     ten-seed range of our median (``paper_within_expected_ribbon``). One seed gives no spread: the
-    spread entries are then NaN and the comparisons false."""
-    values = [float(v) for v in per_seed]
+    spread entries are then NaN and the comparisons false. A value that is not a finite number (NaN,
+    an infinity, text, a flag) is a ValueError naming it."""
+    values = [finite_number(f"per_seed[{i}]", v) for i, v in enumerate(per_seed)]
+    paper_value = finite_number("paper_value", paper_value)
     n = len(values)
     if n == 0:
         raise ValueError("per_seed: need at least one seed's value")
@@ -100,16 +104,38 @@ def task_noise_reading(layer: dict[str, Any], lloyd: dict[str, Any], tasks_per_s
             "spread of their own to the task sample's.")
 
 
+INDEX_FIELDS: dict[str, type] = {"seed": int, "final_val_log_objective": float, "final_val_rel_objective": float,
+                                 "steps": int, "wall_s": float}  # fmt: skip
+"""The fields of a run in ``index.json`` that the table reads, with their types."""
+
+
+def _index_field(name: str, run: dict[str, Any], field: str) -> Any:
+    """``run[field]``, an int or a finite number as :data:`INDEX_FIELDS` says; a ValueError naming
+    the run and the field otherwise."""
+    if field not in run:
+        raise ValueError(f"run {name!r} has no field {field!r}")
+    value = run[field]
+    if INDEX_FIELDS[field] is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"run {name!r}: field {field!r} must be an integer, got {type(value).__name__} {value!r}")
+    return finite_number(f"run {name!r}: field {field!r}", value)
+
+
 def shipped_table(index: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs of a ``data/weights/index.json`` as rows: width, seed, final validation numbers,
-    steps and wall time (minutes), in the order of the file."""
+    steps and wall time (minutes), in the order of the file; a ValueError naming the run and the
+    field for a value of the wrong type or not finite."""
+    if not isinstance(index, dict):
+        raise ValueError(f"not a JSON object of runs (it holds a {type(index).__name__})")
     rows = []
     for name, run in index.items():
+        if not isinstance(run, dict):
+            raise ValueError(f"run {name!r} is not a JSON object")
+        seen = {field: _index_field(name, run, field) for field in INDEX_FIELDS}
         embedding = name.split("_seed")[0]
-        rows.append({"width": "d" if embedding in ("none", "data") else "d+k", "seed": run["seed"],
-                     "final_val_log_objective": run["final_val_log_objective"],
-                     "final_val_rel_objective": run["final_val_rel_objective"], "steps": run["steps"],
-                     "wall_min": run["wall_s"] / 60})  # fmt: skip
+        rows.append({"width": "d" if embedding in ("none", "data") else "d+k", "seed": int(seen["seed"]),
+                     "final_val_log_objective": seen["final_val_log_objective"],
+                     "final_val_rel_objective": seen["final_val_rel_objective"], "steps": int(seen["steps"]),
+                     "wall_min": seen["wall_s"] / 60})  # fmt: skip
     return rows
 
 
@@ -137,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         index = json.loads(path.read_text(encoding="utf-8"))
         rows = shipped_table(index)
     except OSError as err:
-        parser.error(f"cannot read {path}: {err.strerror or err}")
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        parser.error(f"{path} is damaged: {err!r}")
+        raise SystemExit(f"error: cannot read {path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise SystemExit(f"error: {path} is damaged: {err}") from None
     print("| width | seed | final val. log-objective | final val. relative | steps | wall time (min) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:

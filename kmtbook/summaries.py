@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .arguments import check_flag
+
 
 def nanmean(values: torch.Tensor) -> float:
     """The mean of ``values`` in float64, leaving out NaN entries (undefined measures)."""
@@ -21,7 +23,7 @@ def mean_pm_table(grouped, digits: int, *, missing_spread_as_zero: bool = True):
     rounded to ``digits``; the spread is the population standard deviation (``ddof=0``). A spread
     that is undefined (NaN) is shown as 0 unless ``missing_spread_as_zero`` is false."""
     spread = grouped.std(ddof=0)
-    if missing_spread_as_zero:
+    if check_flag("missing_spread_as_zero", missing_spread_as_zero):
         spread = spread.fillna(0)
     return grouped.mean().round(digits).astype(str) + " ± " + spread.round(digits).astype(str)
 

@@ -14,6 +14,8 @@ import torch
 
 import kmtlib
 
+from .arguments import check_flag
+
 F64 = torch.float64
 
 COUNT_NAMES = {"exact": "exactly one-hot", "int_cast": "one-hot after a cast to int", "near_1e6": "one-hot up to 1e-6"}
@@ -62,6 +64,7 @@ def fig3_tasks(
     means (isotropic, ``std``), min-max scaled per task and dimension (unless ``scaled`` is false),
     randomly permuted; the initial centres are the first ``k`` points. Float64; returns ``X`` and
     ``C0``."""
+    scaled = check_flag("scaled", scaled)
     per = n // k
     means = torch.rand(B, k, d, generator=generator, dtype=F64, device=device)
     noise = torch.randn(B, per * k, d, generator=generator, dtype=F64, device=device)

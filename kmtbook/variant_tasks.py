@@ -12,6 +12,8 @@ import time
 
 import torch
 
+from .arguments import check_flag
+
 F64 = torch.float64
 
 
@@ -45,6 +47,7 @@ def ring_mixture(
 
     Drawn in float64 on the CPU from ``generator``, then moved to ``device``; returns the points
     ``X`` ``(B, n, d)``, the true means ``(B, k, d)`` and the labels ``(B, n)``."""
+    rotate = check_flag("rotate", rotate)
     angles = 2 * math.pi * torch.arange(k, dtype=F64) / k
     base = torch.zeros(k, d, dtype=F64)
     base[:, 0], base[:, 1] = torch.cos(angles), torch.sin(angles)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import matplotlib
@@ -78,3 +79,37 @@ def test_bad_runs_are_refused():
         animate_runs(X[0], [*runs, Run("short", result.centers[0, :2], result.objective[0, :2])], title="t")
     with pytest.raises(ValueError, match="panels"):
         animate_runs(X[0], runs, title="t", panels=2)
+
+
+def test_what_cannot_be_drawn_is_refused_naming_the_argument():
+    """NaN or infinite centres or points, zero frames, zero centres, points of one dimension or of
+    the wrong shape: a ValueError naming X or the run, before anything is drawn."""
+    X, result = _task(steps=2)
+    points, centres, objective = X[0], result.centers[0], result.objective[0].log()
+
+    def drawn(points=points, centres=centres, objective=objective):
+        return animate_runs(points, [Run("Lloyd", centres, objective)], title="t", dpi=30)
+
+    for bad in (math.nan, math.inf, -math.inf):
+        broken = centres.clone()
+        broken[1, 0, 0] = bad
+        with pytest.raises(ValueError, match=r"run 'Lloyd': centres must be finite"):
+            drawn(centres=broken)
+        broken = points.clone()
+        broken[5, 1] = bad
+        with pytest.raises(ValueError, match=r"X must be finite"):
+            drawn(points=broken)
+    with pytest.raises(ValueError, match=r"run 'Lloyd': centres must hold at least one step"):
+        drawn(centres=centres[:0], objective=objective[:0])
+    with pytest.raises(ValueError, match=r"run 'Lloyd': centres must hold .* at least one centre"):
+        drawn(centres=centres[:, :0])
+    with pytest.raises(ValueError, match=r"X must be the \(n, d\) points .* d >= 2 .* got \(60, 1\)"):
+        drawn(points=points[:, :1], centres=centres[..., :1])
+    with pytest.raises(ValueError, match=r"X must be the \(n, d\) points .* got \(60,\)"):
+        drawn(points=points[:, 0], centres=centres[..., :1])
+    with pytest.raises(ValueError, match=r"X must be the \(n, d\) points .* got \(0, 2\)"):
+        drawn(points=points[:0])
+    animation, _ = drawn()
+    for step in (True, 1.5):
+        with pytest.raises(ValueError, match="step must be an integer"):
+            show_step(animation, step)

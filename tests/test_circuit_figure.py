@@ -70,3 +70,14 @@ def test_no_text_leaves_the_figure_or_overlaps_another(scratch):
                    if box_a.overlaps(box_b) and a != "+" and b != "+"]
     assert not overlapping, f"overlapping text: {overlapping[:5]}"
     matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("flag", ["False", "True", 0, 1, None], ids=repr)
+def test_a_flag_that_is_not_a_boolean_is_refused(flag):
+    """``scratch="False"`` is true as a Python value: it would draw the width d + k layer."""
+    with pytest.raises(TypeError, match=r"scratch must be True or False"):
+        plot_layer_circuit(scratch=flag)
+    with pytest.raises(TypeError, match=r"scratch must be True or False"):
+        token_parts("point", flag)
+    with pytest.raises(TypeError, match=r"after must be True or False"):
+        token_parts("point", True, after=flag)

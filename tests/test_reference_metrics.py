@@ -228,3 +228,99 @@ def test_a_chapter_run_of_another_profile_in_the_results_is_named(tmp_path, monk
     monkeypatch.setattr(ec, "execute_chapters", lambda *a, **k: [])
     assert ec.main(["--root", str(tmp_path), "--cache", str(tmp_path / "cache")]) == 1
     assert "written by a run of profile 'quick', not 'book'" in capsys.readouterr().err
+
+
+def test_a_flag_is_not_a_number_and_types_must_match():
+    """A metric that changed from 1 to true (``True == 1`` in Python) has moved, and so has a number
+    that became text; a count of 3 recorded as 3.0 has not."""
+    assert rm.compare_value(1, True, 0.0, "exact") == "moved"
+    assert rm.compare_value(True, 1, 0.0, "exact") == "moved"
+    assert rm.compare_value(0, False, 0.5, "sampled") == "moved"
+    assert rm.compare_value(4, "4", 0.0, "exact") == "moved"
+    assert rm.compare_value(True, True, 0.0, "exact") == "within"
+    assert rm.compare_value(3, 3.0, 0.0, "exact") == "within"
+    entries = _entries(**{"05_training:main_n_seeds": (1, "exact", 0.0)})
+    comparisons = rm.compare(entries, {"05_training": {"main_n_seeds": True}})
+    assert [c.status for c in comparisons] == ["moved"]
+    assert "reference 1, this build True" in rm.drift_report(comparisons, "book")
+
+
+@pytest.mark.parametrize("tolerance", [None, -0.1, "0.1", math.nan, math.inf, True], ids=repr)
+def test_an_entry_without_a_valid_tolerance_is_an_error_naming_it(tmp_path, tolerance):
+    """A damaged entry is never silently unguarded: reading the file, comparing entries and comparing
+    one value refuse it, naming the entry."""
+    entries = _entries(**{"05_training:main_model_t20": (4.98, "sampled", tolerance)})
+    moved = {"05_training": {"main_model_t20": 104.98}}  # (moved by 100)
+    path = tmp_path / "reference_metrics.json"
+    path.write_text(json.dumps({"entries": entries}))
+    with pytest.raises(ValueError, match=r"reference_metrics.json is damaged: entry '05_training:main_model_t20': "
+                                         r"tolerance must be a finite number >= 0"):
+        rm.read_references(path)
+    with pytest.raises(ValueError, match=r"entry '05_training:main_model_t20': tolerance"):
+        rm.compare(entries, moved)
+    with pytest.raises(ValueError, match="tolerance"):
+        rm.compare_value(4.98, 104.98, tolerance, "sampled")
+    # a timing is not guarded on purpose: its entry says so by its kind
+    timing = _entries(**{"11_performance:step_speedup_1thread": (3.2, "not guarded", None)})
+    assert rm.compare(timing, {})[0].status == "not guarded"
+
+
+def _damage(root: Path, case: str) -> str:
+    """Damage a build with reference numbers of chapter 05 in one way; returns the file to be named."""
+    references = rm.reference_path(root, "book")
+    metrics = root / "results" / "05_training" / "metrics.json"
+    if case == "missing reference file":
+        references.unlink()
+        return str(references)
+    if case == "damaged reference file":
+        references.write_text('{"entries": {')
+        return str(references)
+    if case == "entry without tolerance":
+        entries = json.loads(references.read_text())
+        entries["entries"]["05_training:main_model_t20"]["tolerance"] = None
+        references.write_text(json.dumps(entries))
+        return "entry '05_training:main_model_t20'"
+    if case == "missing metrics.json":
+        metrics.unlink()
+    elif case == "damaged metrics.json":
+        metrics.write_bytes(b'{"profile": "bo\xff')
+    elif case == "metrics.json not an object":
+        metrics.write_text("[4.98]")
+    return str(metrics)
+
+
+DAMAGES = ["missing reference file", "damaged reference file", "entry without tolerance", "missing metrics.json",
+           "damaged metrics.json", "metrics.json not an object"]
+
+
+DAMAGED_COMMANDS = [(case, command) for case in DAMAGES for command in ("check", "update", "build")
+                    if (case, command) != ("missing reference file", "update")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "command"), DAMAGED_COMMANDS)
+def test_every_command_ends_a_damaged_or_missing_file_in_one_error_line(tmp_path, monkeypatch, capsys, case, command):
+    """``check``, ``update`` (which writes the first reference file, so a missing one is no error
+    there) and the book build's own check."""
+    from kmtbook import execute_chapters as ec
+
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "book", root / "book")
+    shutil.copy(ROOT / "_toc.yml", root / "_toc.yml")
+    (root / "_config.yml").write_text("execute:\n  timeout: 60\n")
+    (root / "data" / "book_build").mkdir(parents=True)
+    rm.write_references(rm.reference_path(root, "book"), "book",
+                        _entries(**{"05_training:main_model_t20": (4.98, "sampled", 0.03)}))
+    (root / "results" / "05_training").mkdir(parents=True)
+    (root / "results" / "05_training" / "metrics.json").write_text(json.dumps({"profile": "book", "main_model_t20": 5}))
+    named = _damage(root, case)
+    before = rm.reference_path(root, "book").read_bytes() if rm.reference_path(root, "book").exists() else None
+    monkeypatch.setattr(ec, "execute_chapters", lambda *a, **k: [])  # (every chapter already in the cache)
+    argv = {"check": ["check", "--root", str(root)],
+            "update": ["update", "--root", str(root), "--entries", "05_training", "--reason", "r", "--commit", "c"]}
+    status = ec.main(["--root", str(root), "--cache", str(tmp_path / "c")]) if command == "build" else rm.main(
+        argv[command])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert status == 1 and len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], err
+    if before is not None:  # (the references stay as they were)
+        assert rm.reference_path(root, "book").read_bytes() == before

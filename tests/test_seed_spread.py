@@ -76,3 +76,29 @@ def test_task_noise_reading_says_whether_the_seeds_add_to_the_tasks_spread():
     assert "2.1 times that" in said and "add a spread of their own" in said
     one_seed = task_noise_reading(spread_against_paper([5.0], 5.0), spread_against_paper([5.2], 5.26), 16)
     assert one_seed.startswith("One seed")
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan, "5.1", True, None], ids=repr)
+def test_a_value_that_is_not_a_finite_number_is_refused_naming_it(bad):
+    """An infinite seed value would make an infinite ribbon with the paper's value inside it."""
+    with pytest.raises(ValueError, match=r"per_seed\[1\] must be a finite number"):
+        spread_against_paper([5.0, bad, 5.1], 5.0)
+    with pytest.raises(ValueError, match="paper_value must be a finite number"):
+        spread_against_paper([5.0, 5.1], bad)
+
+
+@pytest.mark.parametrize(("field", "bad", "said"), [
+    ("final_val_log_objective", "5.6", "must be a finite number, got str '5.6'"),
+    ("final_val_log_objective", math.nan, "must be a finite number, got nan"),
+    ("wall_s", math.inf, "must be a finite number, got inf"),
+    ("final_val_rel_objective", None, "must be a finite number, got NoneType None"),
+    ("seed", "abc", "must be an integer, got str 'abc'"),
+    ("steps", True, "must be an integer, got bool True"),
+])  # fmt: skip
+def test_the_index_command_names_the_file_and_the_field_of_a_bad_value(tmp_path, field, bad, said):
+    run = {"seed": 1, "final_val_log_objective": 5.4, "final_val_rel_objective": 1.0, "steps": 10, "wall_s": 60.0}
+    path = tmp_path / "index.json"
+    path.write_text(json.dumps({"onehot_seed1": {**run, field: bad}}))
+    with pytest.raises(SystemExit) as ended:
+        main(["--index", str(path)])
+    assert str(ended.value) == f"error: {path} is damaged: run 'onehot_seed1': field '{field}' {said}"

@@ -9,12 +9,15 @@ running, and for a while after it ended with its final state), and otherwise tak
 submitit knows (sacct's, or a local subprocess's). A job that has written no result and is seen
 ended on two checks in a row (listed with a final state, or no longer listed at all) is **gone**;
 the two checks leave a result written at the very end the time to appear on a shared file system.
-A job is therefore called gone at most about two check intervals after it ended.
+A job is therefore called gone at most about two check intervals after it ended, and only from an
+answer read in full: output of squeue that is not its ``<job id>|<state>`` lines, or not UTF-8, is
+an error (:class:`QueueAnswerError`), never an empty queue.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,27 +35,61 @@ UNKNOWN, ...) counts as a job that may still run."""
 QueueQuery = Callable[[Sequence[str]], "dict[str, str] | None"]
 
 
+class QueueAnswerError(ValueError):
+    """squeue answered (exit status 0) with output that is not its ``<job id>|<state>`` lines, or
+    not UTF-8 text: the message names the command and shows the line that cannot be read. The
+    watch never reads such an answer as an empty queue, which would call every job gone."""
+
+
+QUEUE_LINE = re.compile(r"(?P<job>\d+(?:_\d+|_\[[^\]]*\]|\+\d+)?)\|(?P<state>[A-Za-z_]+)")
+"""One line of ``squeue --format=%i|%T``: a job id (``123``, an array task ``123_4``, pending tasks
+``123_[5-9]``, a heterogeneous job's part ``123+0``), a bar and its state (``RUNNING``)."""
+
+
 def queue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
     """The state squeue gives each job it lists among ``job_ids`` (array tasks as ``"123_4"``), ended
     jobs included while the controller remembers them; ``{}`` when it knows none of them; None when
-    squeue cannot answer (not installed, controller unreachable), which says nothing about the jobs."""
+    squeue cannot answer (not installed, controller unreachable), which says nothing about the jobs.
+    An answer that cannot be read raises :class:`QueueAnswerError`."""
     arrays = sorted({str(j).split("_", 1)[0] for j in job_ids})
     if not arrays:
         return {}
     command = ["squeue", "--noheader", "--array", "--states=all", "--format=%i|%T", f"--jobs={','.join(arrays)}"]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(command, capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
         # (every id purged from the controller's memory: the jobs ended long ago)
-        return {} if "Invalid job id" in proc.stderr else None
+        return {} if b"Invalid job id" in proc.stderr else None
+    return parse_queue(proc.stdout, " ".join(command))
+
+
+def parse_queue(output: bytes, command: str = "squeue") -> dict[str, str]:
+    """``{job id: state}`` from squeue's ``<job id>|<state>`` lines (blank lines skipped);
+    :class:`QueueAnswerError` naming ``command`` for bytes that are not UTF-8 or a line that is
+    not such a pair."""
+    try:
+        text = output.decode("utf-8")
+    except UnicodeDecodeError:
+        first = next((line for line in output.splitlines() if line.strip()), output)
+        raise QueueAnswerError(f"`{command}` printed bytes that are not UTF-8 text; its first line: "
+                               f"{_shown(first)}") from None
     states = {}
-    for line in proc.stdout.splitlines():
-        job_id, _, state = line.strip().partition("|")
-        if job_id and state:
-            states[job_id] = state.strip().upper()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = QUEUE_LINE.fullmatch(line.strip())
+        if match is None:
+            raise QueueAnswerError(f"`{command}` printed what is not <job id>|<state>; its line {number}: "
+                                   f"{_shown(line)}")
+        states[match["job"]] = match["state"].upper()
     return states
+
+
+def _shown(line: str | bytes, most: int = 120) -> str:
+    shown = repr(line)
+    return shown if len(shown) <= most else shown[: most - 3] + "..."
 
 
 def _has_result(job: Any) -> bool:

@@ -25,6 +25,7 @@ import fnmatch
 import json
 import logging
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,9 +35,13 @@ from typing import Any
 
 from .config import TrainConfig
 from .group import train_group
+from .job_watch import QueueAnswerError
 from .run_folder import RunInUseError
 
 EXECUTORS: tuple[str, ...] = ("serial", "local", "slurm")
+SLURM_COMMANDS: tuple[str, ...] = ("sbatch", "srun")
+"""What submitit needs of Slurm on the machine that submits (the job watch asks ``squeue`` too, but
+goes without it)."""
 RUNS_PER_GROUP = 10
 """The default largest number of runs trained as one stacked pass (a run of the paper's main
 configuration holds about 0.1 GB of activations in a step, on the CPU or the GPU)."""
@@ -214,10 +219,12 @@ def execute(
     ends without finishing its group (cancelled, preempted, its node lost) is said on the terminal
     about two checks after it ended, the other jobs are waited for, and then a
     :class:`JobsEndedError` names the jobs that are gone or failed. Their runs keep their
-    checkpoints: the same command again resumes them. submitit's own messages go to
-    ``OUT/_submitit/submitit.log``, not the terminal."""
+    checkpoints: the same command again resumes them. An answer of squeue that cannot be read
+    ends the wait with a :class:`~kmtlib.training.job_watch.QueueAnswerError` naming the jobs left
+    unwatched. submitit's own messages go to ``OUT/_submitit/submitit.log``, not the terminal."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    check_executor(executor, "executor")
     check_plan(runs)
     out.mkdir(parents=True, exist_ok=True)
     todo = [g for g in groups(runs, runs_per_group) if not all(finished(r, out) for r in g)]
@@ -230,7 +237,11 @@ def execute(
             return
         with _submitit_log(out / "_submitit" / "submitit.log"):
             jobs = _submit(todo, out, executor, threads, slurm, program)
-            gone = _wait(jobs, runs, out, bar, executor, poll_s, check_s)
+            try:
+                gone = _wait(jobs, runs, out, bar, executor, poll_s, check_s)
+            except QueueAnswerError as exc:
+                ids = ", ".join(str(job.job_id) for job in jobs)
+                raise QueueAnswerError(f"{exc}; job(s) {ids} were left unwatched and may still run") from None
             bar.update(sum(steps_done(r, out) for r in runs) - bar.n)
             failed = [_failure(job) for job in jobs if str(job.job_id) not in gone]
         problems = [f"job {line}" for line in [*gone.values(), *filter(None, failed)]]
@@ -239,6 +250,24 @@ def execute(
                                  + "; ".join(problems))  # fmt: skip
     finally:
         bar.close()
+
+
+def check_executor(executor: str, option: str = "--executor") -> None:
+    """A ValueError, before submitit is asked, when ``executor`` cannot run on this machine: submitit
+    is not installed (``local``, ``slurm``), or Slurm's commands (:data:`SLURM_COMMANDS`) are not on
+    ``PATH`` (``slurm``); the message says how to run instead (``option``: how the caller names the
+    executor)."""
+    if executor == "serial":
+        return
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{option} {executor} needs submitit, which is not installed (pip install "
+                         f"'kmtlib[sweep]'); or run in this process with {option} serial") from None
+    missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
+    if executor == "slurm" and missing:
+        raise ValueError(f"{option} slurm: no Slurm commands found ({', '.join(missing)} not on PATH); to run on "
+                         f"this machine instead, use {option} local (or {option} serial)")
 
 
 class JobsEndedError(RuntimeError):
@@ -356,6 +385,8 @@ def run_command(
         check_plan(plan)
         runs = select(plan, args.only)
         slurm = slurm_parameters(args.slurm, args.executor)
+        if not args.plan:
+            check_executor(args.executor, "--executor")
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.threads is not None and args.threads < 1:
