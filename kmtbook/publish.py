@@ -226,10 +226,9 @@ def mark_versions(site: Path) -> None:
     releases, has_dev = versions_in(site)
     newest = releases[0] if releases else None
     for version in releases + ([DEV] if has_dev else []):
-        older = newest is not None and version != DEV and release_key(version) < release_key(newest)
         for page in sorted((site / version).rglob("*.html")):
             text = None
-            if older:
+            if newest is not None and version != DEV and release_key(version) < release_key(newest):
                 inside = page.relative_to(site / version)
                 up = "../" * (len(inside.parts) - 1)
                 there = inside.as_posix() if (site / newest / inside).is_file() else "index.html"

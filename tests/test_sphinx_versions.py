@@ -1,0 +1,52 @@
+"""The theme's version switcher (kmtbook.sphinx_ext.versions): configured on every build, reading the
+site's list of versions from the book's own server, and never from the network at build time."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import kmtlib
+from kmtbook.sphinx_ext import figures, versions
+
+
+def _configured(monkeypatch, baseurl: str, environ: dict[str, str]) -> SimpleNamespace:
+    for name in ("KMT_BOOK_URL", "KMT_BOOK_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config = SimpleNamespace(html_baseurl=baseurl, html_theme_options={})
+    figures.set_book_url(None, config)
+    versions.configure_switcher(None, config)
+    return config
+
+
+def test_a_published_release_reads_the_sites_list(monkeypatch):
+    release = f"v{kmtlib.__version__}"
+    config = _configured(monkeypatch, "", {"KMT_BOOK_URL": "https://readers.invalid/kmt-book",
+                                           "KMT_BOOK_VERSION": release})
+    options = config.html_theme_options
+    assert options["switcher"] == {"json_url": "https://readers.invalid/kmt-book/switcher.json",
+                                   "version_match": release}
+    assert options["check_switcher"] is False  # the build reads nothing from the network
+    assert options["article_header_end"][0] == "version-switcher"
+    assert config.html_baseurl == f"https://readers.invalid/kmt-book/{release}/"
+
+
+def test_a_local_build_reads_the_list_beside_its_pages(monkeypatch, tmp_path):
+    config = _configured(monkeypatch, "", {})
+    assert config.html_theme_options["switcher"] == {"json_url": "switcher.json", "version_match": "dev"}
+    versions.configure_switcher(None, config)  # twice: one switcher still
+    assert config.html_theme_options["article_header_end"].count("version-switcher") == 1
+    app = SimpleNamespace(config=config, outdir=str(tmp_path))
+    versions.write_switcher(app)
+    assert json.loads((tmp_path / "switcher.json").read_text()) == [{"name": "dev", "version": "dev", "url": "/"}]
+
+
+def test_a_release_folder_must_name_the_package_version(monkeypatch):
+    with pytest.raises(ValueError, match=r"KMT_BOOK_VERSION='v99\.0\.0' but the package version is"):
+        _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "v99.0.0"})
+    with pytest.raises(ValueError, match="KMT_BOOK_VERSION='latest'"):
+        _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "latest"})
