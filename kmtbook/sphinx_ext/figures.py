@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import re
 import shutil
 from html import escape as html_escape
 from pathlib import Path
@@ -20,6 +19,7 @@ from sphinx.util import logging
 
 from ..chapter import find_repo_root
 from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
+from ..figure_metadata import caption_title
 from ..paper_figures import reproduces
 from .pages import (
     chapter_title,
@@ -295,17 +295,7 @@ def book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.
     return [para, nodes.literal_block(bibtex, bibtex, language="bibtex")]
 
 
-def _caption_title(caption: str) -> str:
-    """The first clause of a caption, as the title of a figure's BibTeX entry."""
-    caption = " ".join(caption.split())
-    first = caption
-    for match in re.finditer(r"[.:;] ", caption):
-        word = caption[:match.start()].rsplit(" ", 1)[-1]
-        if match.group(0) != ". " or not re.fullmatch(r"(?:Figs?|Eqs?|Thm|Tab|No|cf|vs|e\.g|i\.e|[A-Z])", word):
-            first = caption[:match.start()]
-            break
-    first = first.rstrip(".")
-    return first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " ..."
+_caption_title = caption_title  # the first clause of a caption, as the title of a figure's entry
 
 
 def figure_citation_example(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:
