@@ -86,6 +86,7 @@ def test_setup_connects_every_part():
                                    "figure-citation", "reference-check"}
     handlers = {(event, handler, priority) for event, handler, priority in app.handlers}
     for expected in [("config-inited", figures.set_book_url, 500), ("config-inited", versions.configure_switcher, 600),
+                     ("config-inited", versions.configure_launch, 500),
                      ("config-inited", assets.use_local_mathjax, 500),
                      ("builder-inited", assets.write_css, 500), ("env-purge-doc", pages.forget_page, 500),
                      ("env-merge-info", pages.merge_pages, 500), ("env-get-outdated", pages.outdated_pages, 500),

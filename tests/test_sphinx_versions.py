@@ -50,3 +50,31 @@ def test_a_release_folder_must_name_the_package_version(monkeypatch):
         _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "v99.0.0"})
     with pytest.raises(ValueError, match="KMT_BOOK_VERSION='latest'"):
         _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "latest"})
+
+
+def test_the_launch_button_opens_the_version_read(monkeypatch):
+    release = f"v{kmtlib.__version__}"
+    monkeypatch.setenv("KMT_REPOSITORY_URL", "https://git.invalid/owner/kmt-book/")
+    monkeypatch.setenv("KMT_BOOK_VERSION", release)
+    options = {"repository_url": "https://typed.invalid/x", "repository_branch": "main"}
+    config = SimpleNamespace(html_theme_options=options)
+    versions.configure_launch(None, config)
+    assert config.html_theme_options == {"repository_url": "https://git.invalid/owner/kmt-book",
+                                         "repository_branch": release}
+    monkeypatch.setenv("KMT_BOOK_VERSION", "dev")
+    config = SimpleNamespace(html_theme_options={"repository_branch": "main"})
+    versions.configure_launch(None, config)
+    assert config.html_theme_options["repository_branch"] == "main"
+
+
+def test_every_chapter_has_a_binder_button():
+    import yaml
+
+    from kmtbook.chapter import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
+    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert config["repository"]["url"].startswith("https://github.com/")
+    requirements = (REPO_ROOT / "binder" / "requirements.txt").read_text().split("\n")
+    assert "-e .[nb]" in requirements and any(line.startswith("jupytext") for line in requirements)
+    assert "set-default-viewer" in (REPO_ROOT / "binder" / "postBuild").read_text()

@@ -78,7 +78,7 @@ from .pages import (
 from .provenance import environment_table, runs_table
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
-from .versions import configure_switcher, write_switcher
+from .versions import configure_launch, configure_switcher, write_switcher
 
 # The public helpers of the parts (the tests and the READMEs' command checks use them), and the two
 # node classes under their old names, which pickled doctrees of earlier builds refer to.
@@ -141,6 +141,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("figure-citation", placeholder_directive("figure-citation", argument=True))
     app.connect("config-inited", set_book_url)
     app.connect("config-inited", configure_switcher, priority=600)  # after set_book_url
+    app.connect("config-inited", configure_launch)
     app.connect("config-inited", use_local_mathjax)
     app.connect("builder-inited", write_css)
     app.connect("doctree-read", _doctree_read, priority=600)

@@ -1,5 +1,7 @@
-"""The theme's version switcher: every page lists the versions of the site (pydata-sphinx-theme's
-``switcher``, which sphinx-book-theme shows in the article's header).
+"""What each version of the book points at: the theme's version switcher (every page lists the
+versions of the site: pydata-sphinx-theme's ``switcher``, which sphinx-book-theme shows in the
+article's header) and the launch button (Binder opens the chapter from the repository at this
+version's tag, or at ``main`` for ``dev``).
 
 The list is the file ``switcher.json`` that :mod:`kmtbook.publish` writes at the root of the site
 (and beside each version's pages) when it assembles the site. A published build reads it from the
@@ -17,7 +19,8 @@ from pathlib import Path
 
 from sphinx.application import Sphinx
 
-from ..citation import version_slot
+from ..citation import REPOSITORY_URL_VARIABLE, version_slot
+from ..publish import DEV
 
 SWITCHER = "switcher.json"
 
@@ -48,3 +51,16 @@ def write_switcher(app: Sphinx) -> None:
     slot = _slot()
     entry = {"name": slot, "version": slot, "url": f"{site}{slot}/" if site else "/"}
     (Path(app.outdir) / SWITCHER).write_text(json.dumps([entry], indent=2) + "\n")
+
+
+def configure_launch(app: Sphinx, config) -> None:
+    """The launch buttons open the repository the book was built from (``KMT_REPOSITORY_URL`` where set,
+    else ``_config.yml``'s ``repository.url``), at the release's tag for a release and at the branch
+    of ``_config.yml`` otherwise: a reader of vX.Y.Z runs the code of vX.Y.Z."""
+    options = config.html_theme_options
+    repository = os.environ.get(REPOSITORY_URL_VARIABLE, "").strip().rstrip("/")
+    if repository:
+        options["repository_url"] = repository
+    slot = _slot()
+    if slot != DEV:
+        options["repository_branch"] = slot
