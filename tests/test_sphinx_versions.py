@@ -17,7 +17,7 @@ def _configured(monkeypatch, baseurl: str, environ: dict[str, str]) -> SimpleNam
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    config = SimpleNamespace(html_baseurl=baseurl, html_theme_options={})
+    config = SimpleNamespace(html_baseurl=baseurl, html_theme_options={}, html_sidebars={})
     figures.set_book_url(None, config)
     versions.configure_switcher(None, config)
     return config
@@ -31,7 +31,7 @@ def test_a_published_release_reads_the_sites_list(monkeypatch):
     assert options["switcher"] == {"json_url": "https://readers.invalid/kmt-book/switcher.json",
                                    "version_match": release}
     assert options["check_switcher"] is False  # the build reads nothing from the network
-    assert options["article_header_end"][0] == "version-switcher"
+    assert "version-switcher" in config.html_sidebars["**"]
     assert config.html_baseurl == f"https://readers.invalid/kmt-book/{release}/"
 
 
@@ -39,7 +39,7 @@ def test_a_local_build_reads_the_list_beside_its_pages(monkeypatch, tmp_path):
     config = _configured(monkeypatch, "", {})
     assert config.html_theme_options["switcher"] == {"json_url": "switcher.json", "version_match": "dev"}
     versions.configure_switcher(None, config)  # twice: one switcher still
-    assert config.html_theme_options["article_header_end"].count("version-switcher") == 1
+    assert config.html_sidebars["**"].count("version-switcher") == 1
     app = SimpleNamespace(config=config, outdir=str(tmp_path))
     versions.write_switcher(app)
     assert json.loads((tmp_path / "switcher.json").read_text()) == [{"name": "dev", "version": "dev", "url": "/"}]

@@ -38,11 +38,11 @@ def configure_switcher(app: Sphinx, config) -> None:
     options["switcher"] = {"json_url": f"{site}{SWITCHER}" if site else SWITCHER, "version_match": _slot()}
     options["check_switcher"] = False
     options["show_version_warning_banner"] = False  # kmtbook.publish writes the banner of an older release
-    header = options.get("article_header_end") or ["article-header-buttons.html"]
-    if isinstance(header, str):
-        header = [item.strip() for item in header.split(",") if item.strip()]
-    if "version-switcher" not in header:
-        options["article_header_end"] = ["version-switcher", *header]
+    # In the primary sidebar under the book's title (sphinx-book-theme's sidebar, one item added).
+    sidebars = getattr(config, "html_sidebars", None) or {}
+    if not sidebars:
+        config.html_sidebars = {"**": ["navbar-logo.html", "version-switcher", "search-button-field.html",
+                                       "sbt-sidebar-nav.html"]}
 
 
 def write_switcher(app: Sphinx) -> None:
