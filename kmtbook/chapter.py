@@ -25,6 +25,8 @@ from kmtlib import __version__
 from kmtlib.device import resolve_device
 
 from .chapter_specs import SPECS
+from .citation import BookCitation
+from .figure_metadata import FigureCredit
 from .parameters import ChapterSpec, ParameterError, check_passed_parameters, kernel_history, passed_parameters
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -152,6 +154,7 @@ class Chapter:
         self.metrics: dict[str, Any] = {}
         self.figures: list[str] = []
         self.figure_problems: list[str] = []
+        self._citation: BookCitation | None = None  # read when the first figure is saved
         # Names this run: printed by describe() into the executed notebook and stored in metrics.json,
         # so the book build can tell whether the files in output_dir belong to the page it renders.
         self.run_id = (
@@ -212,10 +215,22 @@ class Chapter:
         # again, which for a grid of panels costs more than drawing it.
         fig.set_layout_engine("none")
         png = self.output_dir / f"{label}.png"
-        fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight")
-        fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight")
+        # Each file names itself: title, citation (version, commit, address), source page, licence.
+        credit, authors = self.figure_credit(label)
+        fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight", metadata=credit.png_metadata(authors))
+        fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight", metadata=credit.pdf_metadata(authors))
         self.figures.append(label)
         show_saved_png(fig, png)
+
+    def figure_credit(self, label: str) -> tuple[FigureCredit, str]:
+        """How figure ``label`` of this chapter is cited (:mod:`kmtbook.figure_metadata`), and the book's authors."""
+        from .citation import read_citation
+        from .figure_metadata import chapter_captions, credit
+
+        if self._citation is None:
+            self._citation = read_citation(self.root, __version__, None, os.environ)
+        caption = chapter_captions(self.root / "book" / f"{self.stem}.md").get(label)
+        return credit(self._citation, self.stem, label, caption), self._citation.authors
 
     def record(self, **values: Any) -> None:
         """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers).

@@ -9,10 +9,14 @@ the line at the end of each page, the ``CITATION.cff`` published beside the HTML
 * **commit** from ``git rev-parse HEAD`` in the repository, and whether tracked files had
   uncommitted changes; outside a git checkout there is no commit, and the citations say so;
 * **year** from the commit's date (the build's date outside a git checkout);
-* **address** of the published book from Sphinx's ``html_baseurl`` (``html.baseurl`` in
+* **address** of the published site from Sphinx's ``html_baseurl`` (``html.baseurl`` in
   ``_config.yml``), which the environment variable ``KMT_BOOK_URL`` replaces at publish time (the
-  workflow in ``.github/workflows/book.yml`` sets it to the address GitHub Pages gives). Without an
-  address, citations name pages and files by their path in the book, never by an invented address;
+  workflow in ``.github/workflows/book.yml`` sets it to the address GitHub Pages gives). The site
+  holds every version in a folder of its own (:mod:`kmtbook.publish`), so a citation names the
+  **versioned address** ``<site>/vX.Y.Z/`` of a release, or ``<site>/dev/`` (with the commit) of the
+  main branch: the folder is ``KMT_BOOK_VERSION`` (the workflow sets it from the tag), ``dev`` when
+  unset. Without an address, citations name pages and files by their path in the book, never by an
+  invented address;
 * **repository** (the address of the source code, where the commit can be looked up) from the
   environment variable ``KMT_REPOSITORY_URL`` (the publishing workflow sets it to
   ``${{ github.server_url }}/${{ github.repository }}``), else from GitHub Actions' own variables
@@ -40,6 +44,16 @@ BOOK_URL_VARIABLE = "KMT_BOOK_URL"
 REPOSITORY_URL_VARIABLE = "KMT_REPOSITORY_URL"
 """The environment variable that names the repository the book was built from (its web address)."""
 
+BOOK_VERSION_VARIABLE = "KMT_BOOK_VERSION"
+"""The environment variable that names this build's folder of the site: ``vX.Y.Z`` (a release) or ``dev``."""
+
+LICENCE_TEXT = "CC BY 4.0"
+LICENCE_TEXT_URL = "https://creativecommons.org/licenses/by/4.0/"
+LICENCE_CODE = "MIT"
+LICENCE_STATEMENT = (f"Text and figures: Creative Commons Attribution 4.0 International ({LICENCE_TEXT}, "
+                     f"{LICENCE_TEXT_URL}), file LICENSE-CC-BY-4.0; code: {LICENCE_CODE} licence, file LICENSE")
+"""Which licence applies to what: the words every citation, figure file and CITATION.cff carry."""
+
 
 @dataclass(frozen=True)
 class BookCitation:
@@ -51,8 +65,10 @@ class BookCitation:
     year: str
     commit: str | None = None  # the full hash, or None outside a git checkout
     modified: bool = False  # tracked files differed from the commit when the book was built
-    url: str | None = None  # the book's address, ending in "/", or None when not published
+    url: str | None = None  # this version's address (<site>/vX.Y.Z/ or <site>/dev/), or None when not published
     repository: str | None = None  # the repository's address, when known
+    site: str | None = None  # the address of the site that holds every version, ending in "/"
+    slot: str | None = None  # this version's folder of the site: "vX.Y.Z" or "dev"
 
     @property
     def key(self) -> str:
@@ -75,6 +91,11 @@ class BookCitation:
         """``; source code https://host/owner/repo`` when the repository is known, else nothing."""
         return f"; source code {self.repository}" if self.repository else ""
 
+    @property
+    def commit_url(self) -> str | None:
+        """Where the commit is looked up: ``<repository>/tree/<commit>`` (GitHub's form), when both are known."""
+        return f"{self.repository}/tree/{self.commit}" if self.repository and self.commit else None
+
     def address(self, path: str) -> str | None:
         """The published address of ``path`` (relative to the root of the HTML), if the book has one."""
         return self.url + path.lstrip("/") if self.url else None
@@ -91,7 +112,7 @@ class BookCitation:
     def bibtex(self) -> str:
         """The BibTeX entry of the book."""
         fields = [
-            ("title", _bibtex_title(self.title)),
+            ("title", _protected(_bibtex_title(self.title))),
             ("author", "{" + self.authors + "}"),  # a group, not a person's name
             ("year", self.year),
             ("version", self.version),
@@ -104,16 +125,16 @@ class BookCitation:
     def note(self) -> str:
         """The BibTeX note: version and full commit, and the source code's address when known."""
         source = f"; source code \\url{{{self.repository}}}" if self.repository else ""
-        return _capital(self.build_text(full=True)) + source
+        return _capital(self.build_text(full=True)) + source + f"; licence {LICENCE_TEXT} (text, figures), MIT (code)"
 
     def figure_bibtex(self, label: str, number: str, chapter: str, caption_title: str, files: str) -> str:
         """A BibTeX entry for one figure, for a bibliography that lists figures separately."""
         where = self.address(files) or files
         fields = [
-            ("title", f"{caption_title} ({number}, {label})"),
+            ("title", _protected(f"{caption_title} ({number}, {label})")),
             ("author", "{" + self.authors + "}"),  # a group, not a person's name
             ("year", self.year),
-            ("howpublished", f"{_bibtex_title(self.title)}, {chapter}"),
+            ("howpublished", f"{_protected(_bibtex_title(self.title))}, {chapter}"),
             ("note", self.note() + "; file " + (f"\\url{{{where}}}" if self.url else where)),
         ]
         return _bibtex_entry("misc", f"{self.key}{re.sub(r'[^a-z0-9]', '', label)}", fields)
@@ -129,6 +150,11 @@ class BookCitation:
         if self.repository:
             data["repository-code"] = self.repository
         return data
+
+
+def _protected(title: str) -> str:
+    """A title in braces: BibTeX styles that lower-case titles (``plain``, ``abbrv``) keep its capitals."""
+    return "{" + title + "}"
 
 
 def _capital(text: str) -> str:
@@ -181,11 +207,36 @@ def read_citation(root: Path, version: str, url: str | None, environ: Mapping[st
     modified = bool(_git(root, "status", "--porcelain", "--untracked-files=no")) if commit else False
     date = _git(root, "show", "-s", "--format=%cs", "HEAD") if commit else None
     year = (date or datetime.date.today().isoformat())[:4]
-    address = (environ.get(BOOK_URL_VARIABLE) or url or "").strip() or None
-    if address and not address.endswith("/"):
-        address += "/"
+    site = site_address(url, environ)
+    slot = version_slot(version, environ) if site else None
+    address = f"{site}{slot}/" if site else None
     repository = environ.get(REPOSITORY_URL_VARIABLE, "").strip().rstrip("/") or None
     if repository is None and environ.get("GITHUB_SERVER_URL") and environ.get("GITHUB_REPOSITORY"):
         repository = f"{environ['GITHUB_SERVER_URL'].rstrip('/')}/{environ['GITHUB_REPOSITORY']}"
     return BookCitation(title=str(cff.get("title") or "kmt-book"), authors=_authors(cff), version=version,
-                        year=year, commit=commit or None, modified=modified, url=address, repository=repository)
+                        year=year, commit=commit or None, modified=modified, url=address, repository=repository,
+                        site=site, slot=slot)
+
+
+def site_address(url: str | None, environ: Mapping[str, str]) -> str | None:
+    """The site's address (ending in "/"): ``KMT_BOOK_URL`` in ``environ``, else ``url``, else None."""
+    address = (environ.get(BOOK_URL_VARIABLE) or url or "").strip() or None
+    if address and not address.endswith("/"):
+        address += "/"
+    return address
+
+
+def version_slot(version: str, environ: Mapping[str, str]) -> str:
+    """This build's folder of the site: ``KMT_BOOK_VERSION`` (``dev`` when unset). A release folder must
+    name the package ``version`` (``v`` + version): a citation never puts one version under another's name."""
+    from .publish import DEV, PublishError, check_version
+
+    slot = environ.get(BOOK_VERSION_VARIABLE, "").strip() or DEV
+    try:
+        check_version(slot)
+    except PublishError as err:
+        raise ValueError(f"{BOOK_VERSION_VARIABLE}={slot!r}: {err}") from None
+    if slot != DEV and slot != f"v{version}":
+        raise ValueError(f"{BOOK_VERSION_VARIABLE}={slot!r} but the package version is {version!r}: a release "
+                         f"is published as v{version}")
+    return slot

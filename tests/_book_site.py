@@ -123,6 +123,12 @@ def _run_jupyter_book(dest: Path, timeout: float) -> Path:
     html = dest / "_build" / "html"
     if not (html / "index.html").is_file():
         raise RuntimeError(f"the build reported success but {html / 'index.html'} is missing")
+    # The whole book as one PDF from the same execution, as the book command makes it (its index links it).
+    from kmtbook import book_pdf
+
+    chromium = book_pdf.find_chromium()
+    if chromium is not None:
+        book_pdf.print_pdf(book_pdf.build_single_page(dest, dest), html / book_pdf.PDF_NAME, chromium)
     return html
 
 

@@ -415,3 +415,19 @@ def test_the_figure_register_and_the_results_table_fit_a_desktop_window(html, ba
                 assert results, "the index's results table is not marked kmt-results"
                 print(f"index results table at 1280 px: {results[0]['height']} px for {results[0]['rows']} rows")
     assert not problems, "at 1280 px:\n" + "\n".join(problems)
+
+
+def test_the_book_as_one_pdf(html):
+    """The index links the whole book as one PDF, printed from the same build with its maths typeset."""
+    from kmtbook.book_pdf import PDF_NAME
+
+    pdf = html / PDF_NAME
+    assert pdf.is_file() and pdf.read_bytes().startswith(b"%PDF"), f"{pdf} is missing"
+    assert f'href="../{PDF_NAME}"' in (html / "book" / "index.html").read_text()
+    from pypdf import PdfReader
+
+    text = "".join(page.extract_text() or "" for page in PdfReader(pdf).pages)
+    # Sphinx writes inline maths as \( ... \) for MathJax: left in the text, MathJax had not run
+    assert "\\(" not in text, "maths printed as TeX source: MathJax had not typeset the page before printing"
+    missing = [n for n in range(1, len(site.chapter_stems()) + 1) if f"Fig. {n}.1" not in text]
+    assert not missing, f"the PDF lacks the first figure of chapter(s) {missing}"

@@ -96,8 +96,10 @@ def test_every_figure_and_page_says_how_to_cite_it(tmp_path):
     figure_line, page_line = section[1], section[2]
     assert figure_line["classes"] == ["kmt-cite-figure"] and page_line["classes"] == ["kmt-cite-page"]
     assert "Chapter 1, Fig. 1.2 (fig-lloyd-trajectory)" in figure_line.astext()
-    assert "https://readers.invalid/book/figures/fig-lloyd-trajectory.pdf" in figure_line.astext()
-    assert "Chapter 1, Demo. https://readers.invalid/book/01_kmeans_and_lloyd.html" in page_line.astext()
+    # the versioned address: the main branch's build lives at <site>/dev/
+    assert "https://readers.invalid/book/dev/01_kmeans_and_lloyd.html#fig-lloyd-trajectory" in figure_line.astext()
+    assert "https://readers.invalid/book/dev/figures/fig-lloyd-trajectory.pdf" in figure_line.astext()
+    assert "Chapter 1, Demo. https://readers.invalid/book/dev/01_kmeans_and_lloyd.html" in page_line.astext()
     assert [r["refuri"] for r in page_line.findall(nodes.reference)][-1] == "cite.html"
 
 
@@ -125,7 +127,14 @@ def test_the_builds_citation_file_and_address(tmp_path, monkeypatch):
     config = SimpleNamespace(html_baseurl="")
     monkeypatch.setenv("KMT_BOOK_URL", " https://readers.invalid/kmt-book ")
     figures.set_book_url(app, config)
-    assert config.html_baseurl == "https://readers.invalid/kmt-book"
+    assert config.html_baseurl == "https://readers.invalid/kmt-book/dev/"
+    assert config.kmt_site_url == "https://readers.invalid/kmt-book/"
+    import kmtlib
+
+    monkeypatch.setenv("KMT_BOOK_VERSION", f"v{kmtlib.__version__}")
+    config = SimpleNamespace(html_baseurl="https://readers.invalid/kmt-book/")
+    figures.set_book_url(app, config)
+    assert config.html_baseurl == f"https://readers.invalid/kmt-book/v{kmtlib.__version__}/"
 
 
 def test_a_citation_outside_a_git_checkout_names_no_commit(tmp_path):
@@ -205,12 +214,12 @@ def test_the_repository_and_address_are_settings_of_the_build(tmp_path):
     published.kmt_citation = read_citation(tmp_path / "set", "9.9.9", None, environ)
     figure_line, page_line = _cited_page(published)
     for text in (figure_line, page_line):
-        assert "; source code https://git.invalid/me/kmt" in text and "https://readers.invalid/book/" in text
+        assert "; source code https://git.invalid/me/kmt" in text and "https://readers.invalid/book/dev/" in text
     assert "source code \\url{https://git.invalid/me/kmt}" in published.kmt_citation.bibtex()
     assert "https://git.invalid/me/kmt" in published.kmt_citation.reference("Chapter 1", "01.html")
     figures.write_cff(published)
     cff = yaml.safe_load((tmp_path / "set" / "html" / "CITATION.cff").read_text())
-    assert cff["repository-code"] == "https://git.invalid/me/kmt" and cff["url"] == "https://readers.invalid/book/"
+    assert cff["repository-code"] == "https://git.invalid/me/kmt" and cff["url"] == "https://readers.invalid/book/dev/"
     # GitHub Actions' own variables name the repository where the setting is absent
     actions = read_citation(tmp_path / "set", "9.9.9", None, {"GITHUB_SERVER_URL": "https://github.com",
                                                               "GITHUB_REPOSITORY": "me/kmt"})

@@ -96,8 +96,34 @@ def test_the_repository_reaches_the_build():
     assert build.get("env", {}).get(REPOSITORY_URL_VARIABLE) == "${{ github.server_url }}/${{ github.repository }}"
 
 
-def test_the_workflow_publishes_the_folder_the_build_writes():
+def _assembly() -> dict:
+    return next(step for step in _steps() if "kmtbook/publish.py _site" in step.get("run", ""))
+
+
+def test_the_workflow_publishes_every_version_with_the_folder_the_build_writes():
+    """The site is assembled (kmtbook/publish.py) from the release archives and the folder the book command
+    writes, as this build's version; that site is what Pages publishes."""
     device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
+    html = f"_build/{device}/_build/html"  # noxfile.py: --path-output _build/<device>
+    assert html in (ROOT / "README.md").read_text()
+    assembly = _assembly()
+    assert f"--html {html} --version \"$VERSION\"" in assembly["run"] and '"${archives[@]}"' in assembly["run"]
+    assert assembly["env"]["VERSION"] == "${{ steps.version.outputs.version }}"
+    assert "gh release download" in assembly["run"]
     upload = next(step for step in _steps() if step.get("uses", "").startswith("actions/upload-pages-artifact"))
-    assert upload["with"]["path"] == f"_build/{device}/_build/html"  # noxfile.py: --path-output _build/<device>
-    assert f"_build/{device}/_build/html" in (ROOT / "README.md").read_text()
+    assert upload["with"]["path"] == "_site" and _steps().index(assembly) < _steps().index(upload)
+
+
+def test_a_tag_publishes_a_release_that_names_the_package_version():
+    workflow = _workflow()
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
+    assert triggers["push"]["tags"] == ["v*"] and triggers["push"]["branches"] == ["main"]
+    assert workflow["permissions"]["contents"] == "write"
+    version = next(step for step in _steps() if step.get("id") == "version")
+    assert 'python3 kmtbook/publish.py --check-tag "$GITHUB_REF_NAME"' in version["run"]
+    build = next(step for step in _steps() if step.get("run", "").strip() == _readme_book_command())
+    assert build["env"]["KMT_BOOK_VERSION"] == "${{ steps.version.outputs.version }}"
+    keep = next(step for step in _steps() if "--pack" in step.get("run", ""))
+    assert keep["if"] == "github.ref_type == 'tag'" and "gh release upload" in keep["run"]
+    device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
+    assert f"--pack _build/{device}/_build/html" in keep["run"]

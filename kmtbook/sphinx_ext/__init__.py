@@ -14,7 +14,11 @@ has, so a new chapter needs no registration anywhere:
   address of this build, :mod:`kmtbook.citation`), ``figure-citation <label>`` the citation of
   one figure; a line "Cite this figure" goes under every labelled figure and "Cite this page" at
   the end of every page; ``CITATION.cff`` of the build is written beside the HTML. The address is
-  ``html_baseurl``, replaced by ``$KMT_BOOK_URL`` when that is set (at publish time).
+  ``html_baseurl``, replaced by ``$KMT_BOOK_URL`` when that is set (at publish time); each version
+  is cited at its own folder of the site (``<site>/vX.Y.Z/`` or ``<site>/dev/``).
+* **Versions.** The theme's version switcher reads the site's list of versions (:mod:`.versions`;
+  the list, the root redirect and the banner of an older release are written by
+  :mod:`kmtbook.publish` when the site is assembled).
 * **Executed notebook download.** Each chapter page offers the executed ``.ipynb`` (the one the
   build ran, ``parameters`` tag kept) through the theme's download button.
 * **Figure register.** Every labelled figure is collected with its chapter-qualified number and
@@ -74,6 +78,7 @@ from .pages import (
 from .provenance import environment_table, runs_table
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
+from .versions import configure_launch, configure_switcher, write_switcher
 
 # The public helpers of the parts (the tests and the READMEs' command checks use them), and the two
 # node classes under their old names, which pickled doctrees of earlier builds refer to.
@@ -115,11 +120,13 @@ def _build_finished(app: Sphinx, exception) -> None:
     copy_figures(app)
     write_downloads(app)
     write_cff(app)
+    write_switcher(app)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("kmt_offline_mathjax", True, "html")
     app.add_config_value("kmt_figures_dir", "figures", "html")
+    app.add_config_value("kmt_site_url", "", "html")  # the site of every version (set from html_baseurl)
     app.add_config_value("kmt_default_mode", "auto", "html")  # light, dark or auto (follows the reader's system)
     # How the rerun box names a chapter's source; e.g. ".md" when the build reads executed .ipynb copies.
     app.add_config_value("kmt_chapter_suffix", "", "env")
@@ -133,6 +140,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("book-citation", placeholder_directive("citation"))
     app.add_directive("figure-citation", placeholder_directive("figure-citation", argument=True))
     app.connect("config-inited", set_book_url)
+    app.connect("config-inited", configure_switcher, priority=600)  # after set_book_url
+    app.connect("config-inited", configure_launch)
     app.connect("config-inited", use_local_mathjax)
     app.connect("builder-inited", write_css)
     app.connect("doctree-read", _doctree_read, priority=600)

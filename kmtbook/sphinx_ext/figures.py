@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import re
 import shutil
 from html import escape as html_escape
 from pathlib import Path
@@ -19,7 +18,8 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from ..chapter import find_repo_root
-from ..citation import BOOK_URL_VARIABLE, BookCitation, read_cff, read_citation
+from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
+from ..figure_metadata import caption_title
 from ..paper_figures import reproduces
 from .pages import (
     chapter_title,
@@ -152,10 +152,14 @@ def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
 
 
 def set_book_url(app: Sphinx, config) -> None:
-    """The book's address is ``html_baseurl``; at publish time ``$KMT_BOOK_URL`` takes its place."""
-    url = os.environ.get(BOOK_URL_VARIABLE, "").strip()
-    if url:
-        config.html_baseurl = url
+    """The site's address is ``html_baseurl``; at publish time ``$KMT_BOOK_URL`` takes its place. It is
+    kept as ``kmt_site_url``, and ``html_baseurl`` becomes this version's address (``<site>/vX.Y.Z/``)."""
+    site = site_address(config.html_baseurl, os.environ)
+    config.kmt_site_url = site or ""
+    if site:
+        import kmtlib
+
+        config.html_baseurl = f"{site}{version_slot(kmtlib.__version__, os.environ)}/"
 
 
 def _citation(app: Sphinx) -> BookCitation:
@@ -164,8 +168,9 @@ def _citation(app: Sphinx) -> BookCitation:
     if citation is None:
         import kmtlib
 
-        citation = read_citation(find_repo_root(Path(app.srcdir)), kmtlib.__version__, app.config.html_baseurl,
-                                 os.environ)
+        site = getattr(app.config, "kmt_site_url", None)  # set by set_book_url
+        citation = read_citation(find_repo_root(Path(app.srcdir)), kmtlib.__version__,
+                                 app.config.html_baseurl if site is None else site, os.environ)
         setattr(app, "kmt_citation", citation)  # noqa: B010 - Sphinx declares no such attribute
     return citation
 
@@ -207,7 +212,11 @@ def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph
     para += nodes.strong(text="Cite this figure: ")
     para += nodes.Text(f"{citation.authors} ({citation.year}), {citation.title}, {citation.build_text()}")
     _add_source(para, citation)
-    para += nodes.Text(f", {chapter}, {number} ({label}). File: ")
+    para += nodes.Text(f", {chapter}, {number} ({label}), ")
+    page = app.builder.get_target_uri(docname) + f"#{label}"
+    address = citation.address(page)
+    para += link(address, address, internal=False) if address else nodes.Text(f"{page} in the book's HTML")
+    para += nodes.Text(". File: ")
     para += _file_link(app, docname, figure_target(app, label, ".png"), citation) if png is not None \
         else nodes.Text("(no file in this build)")
     if pdf is not None:
@@ -286,17 +295,7 @@ def book_citation(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.
     return [para, nodes.literal_block(bibtex, bibtex, language="bibtex")]
 
 
-def _caption_title(caption: str) -> str:
-    """The first clause of a caption, as the title of a figure's BibTeX entry."""
-    caption = " ".join(caption.split())
-    first = caption
-    for match in re.finditer(r"[.:;] ", caption):
-        word = caption[:match.start()].rsplit(" ", 1)[-1]
-        if match.group(0) != ". " or not re.fullmatch(r"(?:Figs?|Eqs?|Thm|Tab|No|cf|vs|e\.g|i\.e|[A-Z])", word):
-            first = caption[:match.start()]
-            break
-    first = first.rstrip(".")
-    return first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " ..."
+_caption_title = caption_title  # the first clause of a caption, as the title of a figure's entry
 
 
 def figure_citation_example(app: Sphinx, fromdoc: str, node: nodes.Element) -> list[nodes.Node]:

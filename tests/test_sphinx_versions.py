@@ -1,0 +1,80 @@
+"""The theme's version switcher (kmtbook.sphinx_ext.versions): configured on every build, reading the
+site's list of versions from the book's own server, and never from the network at build time."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import kmtlib
+from kmtbook.sphinx_ext import figures, versions
+
+
+def _configured(monkeypatch, baseurl: str, environ: dict[str, str]) -> SimpleNamespace:
+    for name in ("KMT_BOOK_URL", "KMT_BOOK_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config = SimpleNamespace(html_baseurl=baseurl, html_theme_options={}, html_sidebars={})
+    figures.set_book_url(None, config)
+    versions.configure_switcher(None, config)
+    return config
+
+
+def test_a_published_release_reads_the_sites_list(monkeypatch):
+    release = f"v{kmtlib.__version__}"
+    config = _configured(monkeypatch, "", {"KMT_BOOK_URL": "https://readers.invalid/kmt-book",
+                                           "KMT_BOOK_VERSION": release})
+    options = config.html_theme_options
+    assert options["switcher"] == {"json_url": "https://readers.invalid/kmt-book/switcher.json",
+                                   "version_match": release}
+    assert options["check_switcher"] is False  # the build reads nothing from the network
+    assert "version-switcher" in config.html_sidebars["**"]
+    assert config.html_baseurl == f"https://readers.invalid/kmt-book/{release}/"
+
+
+def test_a_local_build_reads_the_list_beside_its_pages(monkeypatch, tmp_path):
+    config = _configured(monkeypatch, "", {})
+    assert config.html_theme_options["switcher"] == {"json_url": "switcher.json", "version_match": "dev"}
+    versions.configure_switcher(None, config)  # twice: one switcher still
+    assert config.html_sidebars["**"].count("version-switcher") == 1
+    app = SimpleNamespace(config=config, outdir=str(tmp_path))
+    versions.write_switcher(app)
+    assert json.loads((tmp_path / "switcher.json").read_text()) == [{"name": "dev", "version": "dev", "url": "/"}]
+
+
+def test_a_release_folder_must_name_the_package_version(monkeypatch):
+    with pytest.raises(ValueError, match=r"KMT_BOOK_VERSION='v99\.0\.0' but the package version is"):
+        _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "v99.0.0"})
+    with pytest.raises(ValueError, match="KMT_BOOK_VERSION='latest'"):
+        _configured(monkeypatch, "https://readers.invalid/", {"KMT_BOOK_VERSION": "latest"})
+
+
+def test_the_launch_button_opens_the_version_read(monkeypatch):
+    release = f"v{kmtlib.__version__}"
+    monkeypatch.setenv("KMT_REPOSITORY_URL", "https://git.invalid/owner/kmt-book/")
+    monkeypatch.setenv("KMT_BOOK_VERSION", release)
+    options = {"repository_url": "https://typed.invalid/x", "repository_branch": "main"}
+    config = SimpleNamespace(html_theme_options=options)
+    versions.configure_launch(None, config)
+    assert config.html_theme_options == {"repository_url": "https://git.invalid/owner/kmt-book",
+                                         "repository_branch": release}
+    monkeypatch.setenv("KMT_BOOK_VERSION", "dev")
+    config = SimpleNamespace(html_theme_options={"repository_branch": "main"})
+    versions.configure_launch(None, config)
+    assert config.html_theme_options["repository_branch"] == "main"
+
+
+def test_every_chapter_has_a_binder_button():
+    import yaml
+
+    from kmtbook.chapter import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
+    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert config["repository"]["url"].startswith("https://github.com/")
+    requirements = (REPO_ROOT / "binder" / "requirements.txt").read_text().split("\n")
+    assert "-e .[nb]" in requirements and any(line.startswith("jupytext") for line in requirements)
+    assert "set-default-viewer" in (REPO_ROOT / "binder" / "postBuild").read_text()
