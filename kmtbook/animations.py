@@ -137,7 +137,7 @@ def animate_runs(
     curve_panels = 2 if gap is not None else 1
     columns = max(panels, curve_panels)
     fig = Figure(figsize=(panel_size * columns, panel_size * 1.75 + 0.4), dpi=dpi, layout="constrained")
-    top, bottom = np.atleast_1d(fig.subfigures(2, 1, height_ratios=[1, 0.75]))
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 0.75])  # type: ignore[misc]  # (an array of two)
     point_axes = np.atleast_1d(top.subplots(1, panels))
     curve_axes = np.atleast_1d(bottom.subplots(1, curve_panels))
     scatters, trails, heads = [], [], []
