@@ -76,7 +76,7 @@ def _curve_panels(axes, objectives: list, runs: Sequence[Run], gap: tuple[str, s
     if gap is not None:
         one, reference = (objectives[names.index(name)] for name in gap)
         curves.append((axes[1], [one - reference], ["-o"], [f"{gap[0]} minus {gap[1]}"],
-                       "difference of log-objectives"))
+                       "log-objective difference"))
         axes[1].axhline(0.0, color="0.5", lw=0.8)
         axes[1].set_title(f"{gap[0]} minus {gap[1]}", fontsize=10)
     markers = []
@@ -90,7 +90,9 @@ def _curve_panels(axes, objectives: list, runs: Sequence[Run], gap: tuple[str, s
         ax.set_ylabel(ylabel, fontsize=10)
         ax.tick_params(labelsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0].legend(fontsize=9, loc="best")  # placed where the (faint) whole curves leave room
+    # under the panels of curves: over no curve in any frame
+    axes[0].get_figure().legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="outside lower center",
+                                ncol=len(runs))
     return markers
 
 

@@ -81,7 +81,7 @@ def check_02(m: Metrics) -> None:
 
 
 def check_03(m: Metrics) -> None:
-    assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma"}
+    assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma", "fig-gamma-slider"}
     runs = len(m["sweep_d"]) * len(m["sweep_k"]) * len(m["sweep_n"]) * len(m["sweep_scales"]) * len(m["sweep_gammas"])
     assert m["sweep_runs"] == runs
     # The mean gap over the grid shrinks as gamma grows (gamma = 1, 10, 100).
@@ -298,6 +298,7 @@ def check_09(m: Metrics) -> None:
     assert set(m["figures"]) == {
         "fig-inside-weights",
         "fig-inside-attention",
+        "fig-inside-attention-steps",
         "fig-inside-softness",
         "fig-inside-moves",
         "fig-inside-gain",
