@@ -104,7 +104,7 @@ def animate_runs(
     step_name: str = "step",
     objective_label: str = "log(k-means objective)",
     max_points: int = 1500,
-    panel_size: float = 3.0,
+    panel_size: float = 2.8,
     dpi: int = FRAME_DPI,
     seed: int = 0,
     panels: int | None = None,
@@ -144,7 +144,8 @@ def animate_runs(
     curve_axes = np.atleast_1d(bottom.subplots(1, curve_panels))
     scatters, trails, heads = [], [], []
     for ax, run, path in zip(point_axes, runs, paths):
-        scatters.append(ax.scatter(shown[:, 0], shown[:, 1], s=4, c=colours[labels[0][0]], rasterized=True))
+        scatters.append(ax.scatter(shown[:, 0], shown[:, 1], s=4, c=colours[labels[0][0]], rasterized=True,
+                                   antialiased=False))  # (hard-edged dots: frames of fewer colours, lighter)
         ax.scatter(path[0, :, 0], path[0, :, 1], marker="o", facecolors="none", edgecolors="k", s=40, zorder=4)
         trails.append([ax.plot([], [], ":", c="k", lw=0.8)[0] for _ in range(k)])
         heads.append(ax.scatter(path[0, :, 0], path[0, :, 1], marker="^", c="k", s=30, zorder=5))

@@ -146,3 +146,24 @@ def _one_png() -> bytes:
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=100)
     return out.getvalue()
+
+
+ANIMATION_PAGES = [site.QUICK / "02_kmeans_transformer" / "results" / "fig-fig3-motion.html",
+                   site.QUICK / "05_training" / "results" / "fig-trained-motion.html"]
+
+
+@pytest.mark.parametrize("page", ANIMATION_PAGES, ids=lambda p: p.stem)
+def test_the_chapters_animation_pages_are_light_sharp_and_cited(page):
+    """Each step-through page of the chapters (run by tests/test_notebooks.py) is under 1 MB, its frames
+    at twice the size they are shown at, with caption, source and licence."""
+    import base64
+    import re
+
+    if not page.is_file():
+        pytest.skip(f"{page.name}: run the chapter first (tests/test_notebooks.py)")
+    assert page.stat().st_size < 1_000_000, f"{page.name}: {page.stat().st_size} bytes"
+    text = page.read_text()
+    assert "CC BY 4.0" in text and "MIT" in text and "Source: kmt-book, chapter" in text
+    shown = int(re.search(r'<img width="(\d+)"', text).group(1))
+    frame = base64.b64decode(re.search(r'"data:image/png;base64,([^"]+)"', text).group(1))
+    assert png_size(frame)[0] >= 2 * shown
