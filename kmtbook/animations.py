@@ -7,11 +7,12 @@ Theorem 2.1 (the paper's Fig. 3), or the trained layer with and without re-embed
 Fig. 4a). :func:`self_contained_html` turns an animation into HTML with play and step controls
 that needs neither a kernel nor the network (matplotlib's ``to_jshtml`` frames, base64 PNGs, with
 its one stylesheet from the network removed and its icons replaced by characters), and
-:func:`save_animation` writes it as a page of its own.
+:func:`save_animation` writes it as a page of its own, with caption, source and licence.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from .html_figures import FRAME_DPI, SHOWN_PX_PER_INCH, data_uri, small_png, standalone_page
 from .plotting import cluster_colours
 
 
@@ -76,6 +78,36 @@ def _check_runs(X: torch.Tensor, runs: Sequence[Run]) -> int:
     return runs[0].centres.shape[0] - 1
 
 
+def _curve_panels(axes, objectives: list, runs: Sequence[Run], gap: tuple[str, str] | None, step_name: str,
+                  objective_label: str) -> list:
+    """Draw the faint whole curves (every run's objective; the gap) and return the (line, curve) pairs that
+    each frame fills up to its step."""
+    names = [r.name for r in runs]
+    T = len(objectives[0]) - 1
+    curves = [(axes[0], objectives, [r.style for r in runs], names, objective_label)]
+    if gap is not None:
+        one, reference = (objectives[names.index(name)] for name in gap)
+        curves.append((axes[1], [one - reference], ["-o"], [f"{gap[0]} minus {gap[1]}"],
+                       "log-objective difference"))
+        axes[1].axhline(0.0, color="0.5", lw=0.8)
+        axes[1].set_title(f"{gap[0]} minus {gap[1]}", fontsize=10)
+    markers = []
+    for ax, values, styles, labels, ylabel in curves:
+        for i, (curve, style, name) in enumerate(zip(values, styles, labels)):
+            # a later run drawn dashed and hollow, so that a run equal to an earlier one stays visible
+            style, hollow = (style.replace("-", "--", 1), dict(mfc="none")) if i else (style, {})
+            ax.plot(np.arange(T + 1), curve, style, c=f"C{i}", alpha=0.25, ms=4, **hollow)
+            markers.append((ax.plot([], [], style, c=f"C{i}", ms=5, label=name, **hollow)[0], curve))
+        ax.set_xlabel(f"# {step_name}s", fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=10)
+        ax.tick_params(labelsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # under the panels of curves: over no curve in any frame
+    axes[0].get_figure().legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="outside lower center",
+                                ncol=len(runs))
+    return markers
+
+
 def animate_runs(
     X: torch.Tensor,
     runs: Sequence[Run],
@@ -84,21 +116,28 @@ def animate_runs(
     step_name: str = "step",
     objective_label: str = "log(k-means objective)",
     max_points: int = 1500,
-    panel_size: float = 2.9,
-    dpi: int = 72,
+    panel_size: float = 2.8,
+    dpi: int = FRAME_DPI,
     seed: int = 0,
     panels: int | None = None,
+    gap: tuple[str, str] | None = None,
 ) -> tuple[FuncAnimation, Figure]:
     """One frame per step t = 0..T: each run's points (coloured by their nearest centre after t steps),
     its centres (triangles; circles: the initial ones) and their paths so far, and every run's
     objective up to t. For d > 2 everything is drawn in the plane of the points' two leading principal
     directions. ``panels``: how many of the runs (the first ones) get a panel of points; the others
-    appear in the objective only (default: all). Returns the animation and its figure (for a still,
-    :func:`show_step`, then save the figure)."""
+    appear in the objective only (default: all). ``gap``: the names of two runs, ``(run, reference)``,
+    whose difference of objectives gets a panel of its own (a difference that the objective's scale
+    hides). The points' panels form the top row, the curves the bottom one; ``dpi``: pixels per inch of
+    the frames (the page shows them at 100 CSS pixels per inch). Returns the animation and its figure
+    (for a still, :func:`show_step`, then save the figure)."""
     T = _check_runs(X, runs)
     panels = len(runs) if panels is None else panels
     if not 1 <= panels <= len(runs):
         raise ValueError(f"panels must be between 1 and the number of runs ({len(runs)}), got {panels}")
+    names = [r.name for r in runs]
+    if gap is not None and (len(gap) != 2 or any(name not in names for name in gap)):
+        raise ValueError(f"gap must name two of the runs {names}, got {gap!r}")
     X = X.detach().double().cpu()
     mean, P = projection(X)
     keep = np.random.default_rng(seed).choice(X.shape[0], min(max_points, X.shape[0]), replace=False)
@@ -109,32 +148,28 @@ def animate_runs(
     k = runs[0].centres.shape[1]
     colours = np.array(cluster_colours(k))
 
-    fig = Figure(figsize=(panel_size * (panels + 1.25), panel_size + 0.45), dpi=dpi, layout="constrained")
-    axes = fig.subplots(1, panels + 1, width_ratios=[1] * panels + [1.25])
+    curve_panels = 2 if gap is not None else 1
+    columns = max(panels, curve_panels)
+    fig = Figure(figsize=(panel_size * columns, panel_size * 1.75 + 0.4), dpi=dpi, layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 0.75])  # type: ignore[misc]  # (an array of two)
+    point_axes = np.atleast_1d(top.subplots(1, panels))
+    curve_axes = np.atleast_1d(bottom.subplots(1, curve_panels))
     scatters, trails, heads = [], [], []
-    for ax, run, path in zip(axes, runs, paths):
-        scatters.append(ax.scatter(shown[:, 0], shown[:, 1], s=3, c=colours[labels[0][0]], rasterized=True))
+    for ax, run, path in zip(point_axes, runs, paths):
+        scatters.append(ax.scatter(shown[:, 0], shown[:, 1], s=4, c=colours[labels[0][0]], rasterized=True,
+                                   antialiased=False))  # (hard-edged dots: frames of fewer colours, lighter)
         ax.scatter(path[0, :, 0], path[0, :, 1], marker="o", facecolors="none", edgecolors="k", s=40, zorder=4)
         trails.append([ax.plot([], [], ":", c="k", lw=0.8)[0] for _ in range(k)])
         heads.append(ax.scatter(path[0, :, 0], path[0, :, 1], marker="^", c="k", s=30, zorder=5))
-        ax.set_title(run.name, fontsize=9)
+        ax.set_title(run.name, fontsize=10)
         ax.set_xticks([]), ax.set_yticks([])
         # the view is the points' (a centre that runs away leaves it), the same in every frame
         low, high = shown.min(0), shown.max(0)
         pad = 0.08 * (high - low).max()
         ax.set(xlim=(low[0] - pad, high[0] + pad), ylim=(low[1] - pad, high[1] + pad))
         ax.set_aspect("equal", adjustable="box")
-    ax_obj = axes[-1]
-    markers = []
-    for i, (run, curve) in enumerate(zip(runs, objectives)):
-        ax_obj.plot(np.arange(T + 1), curve, run.style, c=f"C{i}", alpha=0.25, ms=3)
-        markers.append(ax_obj.plot([], [], run.style, c=f"C{i}", ms=4, label=run.name)[0])
-    ax_obj.set_xlabel(f"# {step_name}s", fontsize=9)
-    ax_obj.set_ylabel(objective_label, fontsize=9)
-    ax_obj.tick_params(labelsize=8)
-    ax_obj.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_obj.legend(fontsize=7, loc="best")  # placed where the (faint) whole curves leave room
-    caption = fig.suptitle("", fontsize=9)
+    markers = _curve_panels(curve_axes, objectives, runs, gap, step_name, objective_label)
+    caption = fig.suptitle("", fontsize=11)
 
     def draw(t: int):
         for i in range(panels):
@@ -142,10 +177,11 @@ def animate_runs(
             for j, line in enumerate(trails[i]):
                 line.set_data(paths[i][: t + 1, j, 0], paths[i][: t + 1, j, 1])
             heads[i].set_offsets(paths[i][t])
-        for i, marker in enumerate(markers):
-            marker.set_data(np.arange(t + 1), objectives[i][: t + 1])
+        for marker, curve in markers:
+            marker.set_data(np.arange(t + 1), curve[: t + 1])
         caption.set_text(f"{title}: {step_name} {t} of {T}")
-        return [*scatters, *heads, *markers, caption, *(line for lines in trails for line in lines)]
+        return [*scatters, *heads, *(marker for marker, _ in markers), caption,
+                *(line for lines in trails for line in lines)]
 
     FigureCanvasAgg(fig)
     animation = FuncAnimation(fig, draw, frames=T + 1, interval=700, blit=False)
@@ -181,7 +217,9 @@ CSS = """.animation { max-width: 100%; }
 
 
 def self_contained_html(animation: FuncAnimation) -> str:
-    """The animation as HTML with play, pause and step controls, reading nothing from the network."""
+    """The animation as HTML with play, pause and step controls, reading nothing from the network.
+    Its frames are PNGs of few colours (:func:`kmtbook.html_figures.small_png`) at the figure's dpi,
+    shown at 100 CSS pixels per inch (at most the width of the page)."""
     html = animation.to_jshtml(default_mode="once")
     html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html)
     for name, char in _ICONS.items():
@@ -189,20 +227,24 @@ def self_contained_html(animation: FuncAnimation) -> str:
     remote = re.findall(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//[^\"' >]+", html)
     if remote or 'class="fa' in html:
         raise RuntimeError(f"the animation's HTML still refers to the network or to icons it lacks: {remote[:3]}")
-    return html
+    frames = re.findall(r'"data:image/png;base64,([^"]+)"', html)
+    for frame in frames:
+        html = html.replace(frame, data_uri(small_png(base64.b64decode(frame)))[len("data:image/png;base64,"):], 1)
+    fig = animation._fig  # type: ignore[attr-defined]
+    width, height = (round(size * SHOWN_PX_PER_INCH) for size in fig.get_size_inches())
+    return html.replace("<img id=", f'<img width="{width}" height="{height}" id=', 1)
 
 
-def save_animation(animation: FuncAnimation | str, path: Path | str, title: str) -> Path:
+def save_animation(animation: FuncAnimation | str, path: Path | str, title: str, *, caption: str = "",
+                   source: str = "") -> Path:
     """Write the animation (or its :func:`self_contained_html`, made once for the page and the file)
-    as a page of its own and return its path."""
+    as a page of its own, with its ``caption``, its ``source`` (the chapter it comes from) and the
+    book's licence, and return its path."""
     path = Path(path)
     if path.suffix != ".html":
         raise ValueError(f"an animation is saved as .html, got {path.name!r}")
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<style>{CSS}</style></head>\n"
-            f"<body>\n<p>{title}</p>\n{animation if isinstance(animation, str) else self_contained_html(animation)}"
-            "\n</body></html>\n")
+    body = animation if isinstance(animation, str) else self_contained_html(animation)
+    page = standalone_page(body, title=title, caption=caption or title, source=source or "kmt-book", css=CSS)
     path.write_text(page, encoding="utf-8")
     return path
 

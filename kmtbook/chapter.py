@@ -155,6 +155,7 @@ class Chapter:
         self.figures: list[str] = []
         self.figure_problems: list[str] = []
         self._citation: BookCitation | None = None  # read when the first figure is saved
+        self.figure_text_px: list[float | None] = []  # per figure: its smallest text on the page, CSS px
         # Names this run: printed by describe() into the executed notebook and stored in metrics.json,
         # so the book build can tell whether the files in output_dir belong to the page it renders.
         self.run_id = (
@@ -197,13 +198,20 @@ class Chapter:
         that PNG as the cell's image (the page shows the very file a reader cites; the figure is
         closed, so it is not drawn a third time for the page).
 
-        A figure with a template plural ("3 model(s)") is refused; a legend over plotted points or a
-        label outside its panel (:mod:`kmtbook.figure_checks`) is recorded in ``metrics.json``
-        under ``figure_problems``, which the chapters' tests read. The figure then keeps the layout
-        of the checks' draw (its layout engine is set to "none"): draw everything before saving."""
+        A figure with a template plural ("3 model(s)") is refused; a legend over plotted points, a
+        label outside its panel or text under 9 px at the size the page shows the figure
+        (:mod:`kmtbook.figure_checks`) is recorded in ``metrics.json`` under ``figure_problems``,
+        which the chapters' tests read; ``figure_text_px`` holds each figure's smallest text. The
+        figure then keeps the layout of the checks' draw (its layout engine is set to "none"): draw
+        everything before saving."""
         if not label.startswith("fig-"):
             raise ValueError(f"figure labels start with 'fig-', got {label!r}")
-        from .figure_checks import figure_problems, template_plurals  # matplotlib: only when drawing
+        from .figure_checks import (  # matplotlib: only when drawing
+            figure_problems,
+            small_text,
+            template_plurals,
+            text_sizes_on_page,
+        )
 
         plurals = template_plurals(fig)
         if plurals:
@@ -219,6 +227,12 @@ class Chapter:
         credit, authors = self.figure_credit(label)
         fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight", metadata=credit.png_metadata(authors))
         fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight", metadata=credit.pdf_metadata(authors))
+        png_width = _png_width(png.read_bytes()[:24])
+        sizes = text_sizes_on_page(fig, png_width, SAVED_DPI)
+        self.figure_text_px.append(round(sizes[0][0], 2) if sizes else None)
+        too_small = small_text(fig, png_width, SAVED_DPI)
+        if too_small:
+            self.figure_problems.append(f"{label}: {too_small}")
         self.figures.append(label)
         show_saved_png(fig, png)
 
@@ -266,6 +280,7 @@ class Chapter:
             **{f"param_{k}": _plain(v) for k, v in self.sizes.items()},
             "figures": list(self.figures),
             "figure_problems": list(self.figure_problems),
+            "figure_text_px": list(self.figure_text_px),
             "kmtlib_version": __version__,
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),

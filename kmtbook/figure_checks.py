@@ -1,6 +1,6 @@
 """Checks of a drawn figure that a reader would otherwise catch: template plurals, a legend over the
-data, a label outside its panel. :meth:`kmtbook.chapter.Chapter.save_figure` runs them on every
-figure of the book.
+data, a label outside its panel, text too small to read at the size the page shows the figure.
+:meth:`kmtbook.chapter.Chapter.save_figure` runs them on every figure of the book.
 
 A figure's words are read from its text artists (titles, labels, tick labels, legends, annotations);
 the data from its lines and scatter points, in display coordinates after a draw.
@@ -111,6 +111,45 @@ def labels_outside_panels(fig: Figure, renderer=None) -> list[str]:
             if box.x0 < panel.x0 - 1 or box.x1 > panel.x1 + 1 or box.y0 < panel.y0 - 1 or box.y1 > panel.y1 + 1:
                 problems.append(f"{ax.get_title() or '(untitled panel)'}: {text.get_text()!r} outside the panel")
     return problems
+
+
+PAGE_COLUMN_PX = 672
+"""Width in CSS pixels of the book's content column in a 1280 px window: a figure wider than this is
+shown scaled down to it (its image has ``max-width: 100%``)."""
+
+MIN_TEXT_PX = 9.0
+"""The smallest font size, in CSS pixels at the size the page shows a figure, that the book accepts."""
+
+
+def shown_width(png_width: int, fig_dpi: float, saved_dpi: float, column: float = PAGE_COLUMN_PX) -> float:
+    """CSS pixels a saved PNG ``png_width`` pixels wide takes on the page: the figure's own size (the PNG
+    at ``saved_dpi`` shown at the figure's ``fig_dpi``, as :func:`kmtbook.chapter.show_saved_png` does),
+    at most the content column."""
+    return min(float(column), png_width * fig_dpi / saved_dpi)
+
+
+def text_sizes_on_page(fig: Figure, png_width: int, saved_dpi: float,
+                       column: float = PAGE_COLUMN_PX) -> list[tuple[float, str]]:
+    """Every text of the figure as (font size in CSS pixels on the page, the text), smallest first.
+
+    A font of ``s`` points is ``s * saved_dpi / 72`` pixels tall in the PNG, which the page scales by
+    its shown width over ``png_width``."""
+    scale = shown_width(png_width, fig.dpi, saved_dpi, column) / png_width
+    sizes = [(float(t.get_fontsize()) * saved_dpi / 72 * scale, t.get_text()) for t in texts(fig)]
+    return sorted(sizes, key=lambda size: size[0])
+
+
+def small_text(fig: Figure, png_width: int, saved_dpi: float, column: float = PAGE_COLUMN_PX,
+               minimum: float = MIN_TEXT_PX) -> str | None:
+    """The problem, in words, if the figure's smallest text is under ``minimum`` CSS pixels on the page
+    (shown at most ``column`` wide); None if every text is readable."""
+    sizes = text_sizes_on_page(fig, png_width, saved_dpi, column)
+    if not sizes or sizes[0][0] >= minimum:
+        return None
+    size, text = sizes[0]
+    shown = shown_width(png_width, fig.dpi, saved_dpi, column)
+    return (f"smallest text {text.splitlines()[0][:40]!r} is {size:.1f} px tall on the page (at least "
+            f"{minimum:g}; the figure is shown {shown:.0f} px wide)")
 
 
 def figure_problems(fig: Figure) -> list[str]:

@@ -29,6 +29,7 @@ REPRODUCES: dict[str, str] = {
     # 03: finite temperature
     "fig-gamma-sweep": "the parameter-sweep heat maps (probably Fig. 8; the number is not certain)",
     "fig-gap-vs-gamma": BEYOND,
+    "fig-gamma-slider": "Fig. 3's task under one layer, gamma from 1 to infinity (a still of its slider)",
     # 04: Theorem 2.2
     "fig-theorem22-weights": BEYOND,
     "fig-dot-validation": BEYOND,
@@ -56,6 +57,7 @@ REPRODUCES: dict[str, str] = {
     # 09: inside the learned layer
     "fig-inside-weights": "Fig. 5",
     "fig-inside-attention": "Fig. 6",
+    "fig-inside-attention-steps": "Fig. 6, step by step (a still of its slider)",
     "fig-inside-softness": BEYOND,
     "fig-inside-moves": BEYOND,
     "fig-inside-gain": BEYOND,

@@ -135,7 +135,7 @@ def plot_block_weights(weights: Mapping, names: Sequence[str], blocks: Sequence[
     maps on one colour scale from -1 to 1, coordinates labelled by ``names``. Returns the figure."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(blocks), 4, figsize=(10.5, 2.8 * len(blocks)), layout="constrained")
+    fig, axes = plt.subplots(len(blocks), 4, figsize=(7.5, 2.1 * len(blocks)), layout="constrained")
     for row, name in zip(axes, blocks):
         W = weights[name]
         panels = {"Q": W["Q"], "K": W["K"], "V": W["V"], "Q^T K": W["Q"].T @ W["K"]}

@@ -60,6 +60,7 @@ class RealDataset:
     y: np.ndarray | None
     source: str
     k: int
+    classes: tuple[str, ...] = ()  # the names of the true classes 0, 1, ... where the data set gives them
 
     @property
     def n(self) -> int:
@@ -86,9 +87,11 @@ def load_real_dataset(name: str, folder: str | Path | None = None) -> RealDatase
         import palmerpenguins
 
         frame = palmerpenguins.load_penguins().dropna(subset=list(PENGUIN_FEATURES))
-        y = pd.Categorical(frame["species"]).codes.astype(np.int64)
+        species = pd.Categorical(frame["species"])
+        y = species.codes.astype(np.int64)
         X = frame[list(PENGUIN_FEATURES)].to_numpy(np.float64)
-        return RealDataset(name, X, y, "palmerpenguins", int(np.unique(y).size))
+        return RealDataset(name, X, y, "palmerpenguins", int(np.unique(y).size),
+                           tuple(str(c) for c in species.categories))
     if name in BENCHMARK_SETS:
         path = Path(folder) if folder is not None else benchmark_dir()
         path = path / f"{name}.csv"

@@ -19,7 +19,15 @@ def _non_increasing(curve, tol=1e-6) -> bool:
     return bool(np.all(np.diff(np.asarray(curve, dtype=float)) <= tol))
 
 
+def readable_figures(m: Metrics) -> None:
+    """Every figure's smallest text is at least 9 px tall at the size the page shows it at 1280 px
+    (kmtbook.figure_checks.small_text, run by Chapter.save_figure)."""
+    small = [p for p in m["figure_problems"] if "px tall on the page" in p]
+    assert not small, small
+
+
 def check_01(m: Metrics) -> None:
+    readable_figures(m)
     assert m["param_n_tasks"] == 24, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-task-families", "fig-lloyd-trajectory", "fig-seeding"}
     assert _non_increasing(m["example_log_objective"])
@@ -81,7 +89,8 @@ def check_02(m: Metrics) -> None:
 
 
 def check_03(m: Metrics) -> None:
-    assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma"}
+    readable_figures(m)
+    assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma", "fig-gamma-slider"}
     runs = len(m["sweep_d"]) * len(m["sweep_k"]) * len(m["sweep_n"]) * len(m["sweep_scales"]) * len(m["sweep_gammas"])
     assert m["sweep_runs"] == runs
     # The mean gap over the grid shrinks as gamma grows (gamma = 1, 10, 100).
@@ -96,6 +105,7 @@ def check_03(m: Metrics) -> None:
 
 
 def check_04(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {"fig-theorem22-weights", "fig-dot-validation"}
     # Theorem 2.2 (reconstruction): the limit models are Lloyd and keep the norm coordinate right.
     assert m["exact_tasks"] >= 20 and m["exact_tasks_with_empty"] >= 1
@@ -119,6 +129,7 @@ def _finite(curve) -> bool:
 
 
 def check_05(m: Metrics) -> None:
+    readable_figures(m)
     assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
     assert len(m["live_val_rel_objective"]) == 3  # steps 0, 10, 20
     assert set(m["figures"]) == {"fig-smoothed-bound", "fig-live-training", "fig-live-multistep",
@@ -150,6 +161,7 @@ def check_05(m: Metrics) -> None:
 
 
 def check_06(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {"fig-ablation-multistep", "fig-ablation-training"}
     assert m["onehot_n_seeds"] >= 1 and m["none_n_seeds"] >= 1
     for e in ("onehot", "none"):
@@ -171,6 +183,7 @@ def check_06(m: Metrics) -> None:
 
 
 def check_07(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {"fig-generalization-kmeanspp", "fig-generalization-n", "fig-generalization-families"}
     assert m["n_seeds"] == 1
     keys = [k[: -len("_model_median")] for k in m if k.endswith("_model_median")]
@@ -294,10 +307,12 @@ def check_10(m: Metrics) -> None:
 
 
 def check_09(m: Metrics) -> None:
+    readable_figures(m)
     assert m["param_n_tasks"] == 20, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {
         "fig-inside-weights",
         "fig-inside-attention",
+        "fig-inside-attention-steps",
         "fig-inside-softness",
         "fig-inside-moves",
         "fig-inside-gain",
@@ -384,6 +399,7 @@ def check_11(m: Metrics) -> None:
 
 
 def check_12(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {"fig-any-k-renumbering", "fig-any-k-training", "fig-any-k-versus-k", "fig-any-k-forms"}
     # The layers trained at k = 10 depend on the numbering of their centres, and averaging them over
     # all numberings makes them worse (the claim of the chapter's first section).
@@ -414,6 +430,7 @@ def check_12(m: Metrics) -> None:
 
 
 def check_13(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {
         "fig-your-data-broad-tasks", "fig-your-data-ratios", "fig-your-data-penguins"
     }  # fmt: skip

@@ -113,3 +113,27 @@ def test_what_cannot_be_drawn_is_refused_naming_the_argument():
     for step in (True, 1.5):
         with pytest.raises(ValueError, match="step must be an integer"):
             show_step(animation, step)
+
+def test_the_page_is_light_sharp_and_says_where_it_comes_from(tmp_path):
+    """Twenty steps (chapter 05's run) at twice the shown resolution weigh under a megabyte, and the
+    page carries its caption, source and licence; the gap panel shows one run minus another."""
+    import base64
+
+    from kmtbook.html_figures import png_size
+
+    X, result = _task(steps=20)
+    other = kmtlib.lloyd(X, result.centers[:, 0] + 0.02, 20, empty="mean")
+    runs = runs_from({"a": other, "Lloyd": result}, 0)
+    animation, fig = animate_runs(X[0], runs, title="t", gap=("a", "Lloyd"))
+    assert fig.axes[-1].get_title() == "a minus Lloyd"
+    page = save_animation(animation, tmp_path / "motion.html", "a title", caption="the caption", source="chapter 5")
+    text = page.read_text()
+    assert page.stat().st_size < 1_000_000
+    assert "the caption" in text and "chapter 5" in text and "CC BY 4.0" in text and "MIT" in text
+    frames = re.findall(r'"data:image/png;base64,([^"]+)"', text)
+    width, height = png_size(base64.b64decode(frames[0]))
+    shown = int(re.search(r'<img width="(\d+)"', text).group(1))
+    # twice the pixels per shown pixel, and over four times the pixels of the old 678 x 240 frames
+    assert width >= 2 * shown and width * height >= 4 * 678 * 240
+    with pytest.raises(ValueError, match="gap"):
+        animate_runs(X[0], runs, title="t", gap=("a", "b"))

@@ -144,3 +144,39 @@ def test_save_figure_shows_the_saved_png_in_a_notebook(tmp_path, monkeypatch):
     assert image.data == png
     assert image.width == round(int.from_bytes(png[16:20], "big") * 80 / 150)
     assert not plt.fignum_exists(fig.number)
+
+
+def test_text_size_on_the_page_follows_the_display_scale():
+    from kmtbook.figure_checks import PAGE_COLUMN_PX, shown_width, small_text, text_sizes_on_page
+
+    # a figure narrower than the column is shown at its own size: 10 pt at 100 px per inch is 13.9 px
+    fig, ax = plt.subplots(figsize=(5, 3), dpi=100)
+    ax.set_title("title", fontsize=10)
+    ax.tick_params(labelsize=7)
+    fig.canvas.draw()
+    assert shown_width(750, 100, 150) == 500
+    sizes = dict((text, size) for size, text in text_sizes_on_page(fig, 750, 150))
+    assert sizes["title"] == pytest.approx(10 * 100 / 72)
+    assert min(sizes.values()) == pytest.approx(7 * 100 / 72) and small_text(fig, 750, 150) is None
+    # twice as wide as the column: shown at the column's width, its text scaled down with it
+    assert shown_width(3000, 100, 150) == PAGE_COLUMN_PX
+    problem = small_text(fig, 3000, 150)
+    assert problem is not None and "px tall on the page" in problem
+    plt.close(fig)
+
+
+def test_save_figure_names_a_figure_with_unreadable_text(tmp_path):
+    from kmtbook.chapter import Chapter
+
+    chapter = Chapter("01_kmeans_and_lloyd", device="cpu", seed=0, profile="quick", output_dir=str(tmp_path),
+                      sizes={})
+    wide, ax = plt.subplots(figsize=(14, 3))
+    ax.set_title("a wide row of panels", fontsize=9)
+    chapter.save_figure(wide, "fig-wide")
+    narrow, ax = plt.subplots(figsize=(6, 3))
+    ax.set_title("the same words", fontsize=9)
+    chapter.save_figure(narrow, "fig-narrow")
+    (problem,) = chapter.figure_problems
+    assert problem.startswith("fig-wide: smallest text")
+    assert chapter.figure_text_px[0] < 9 <= chapter.figure_text_px[1]
+    plt.close("all")

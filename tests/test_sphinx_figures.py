@@ -224,3 +224,18 @@ def test_the_repository_and_address_are_settings_of_the_build(tmp_path):
     actions = read_citation(tmp_path / "set", "9.9.9", None, {"GITHUB_SERVER_URL": "https://github.com",
                                                               "GITHUB_REPOSITORY": "me/kmt"})
     assert actions.repository == "https://github.com/me/kmt"
+
+
+def test_a_figure_page_of_its_own_is_published_beside_the_png_and_cited(tmp_path):
+    """An animation or a figure under a slider that the run wrote as ``<label>.html`` goes to
+    ``figures/<label>.html``, and the figure's citation line links it; a figure without one links none."""
+    app = _app(tmp_path, url="https://readers.invalid/book/")
+    figure = app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
+    assert figures.interactive_file(app, "01_kmeans_and_lloyd", figure) is None
+    line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
+    assert "interactive" not in line
+    (tmp_path / "results" / f"{LABEL}.html").write_text("<!DOCTYPE html><p>moving</p>")
+    figures.copy_figures(app)
+    assert (tmp_path / "html" / "figures" / f"{LABEL}.html").read_text() == "<!DOCTYPE html><p>moving</p>"
+    line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
+    assert f"interactive, on a page of its own: https://readers.invalid/book/figures/{LABEL}.html" in line

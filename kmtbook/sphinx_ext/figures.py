@@ -56,6 +56,14 @@ def figure_files(app: Sphinx, docname: str, figure: dict) -> tuple[Path | None, 
     return (shown if shown is not None and shown.is_file() else None), None
 
 
+def interactive_file(app: Sphinx, docname: str, figure: dict) -> Path | None:
+    """The figure's page of its own (``<label>.html``: an animation or a figure under a slider, with
+    caption, source and licence), if the chapter's run shown on the page wrote one beside its PNG."""
+    png, _ = figure_files(app, docname, figure)
+    page = png.with_suffix(".html") if png is not None else None
+    return page if page is not None and page.is_file() else None
+
+
 def figure_target(app: Sphinx, label: str, suffix: str) -> str:
     return f"{app.config.kmt_figures_dir}/{label}{suffix}"
 
@@ -94,6 +102,9 @@ def copy_figures(app: Sphinx) -> None:
                 shutil.copyfile(source, target)
             if png is not None:
                 write_thumbnail(png, out / thumbnail_target(app, figure["label"]))
+            moving = interactive_file(app, docname, figure)
+            if moving is not None:  # published beside the PNG and PDF: figures/<label>.html
+                shutil.copyfile(moving, out / figure_target(app, figure["label"], ".html"))
 
 
 def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, page_uri: str) -> nodes.paragraph:
@@ -223,6 +234,9 @@ def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph
         para += nodes.Text(" (vector: ")
         para += _file_link(app, docname, figure_target(app, label, ".pdf"), citation)
         para += nodes.Text(")")
+    if interactive_file(app, docname, figure) is not None:
+        para += nodes.Text("; interactive, on a page of its own: ")
+        para += _file_link(app, docname, figure_target(app, label, ".html"), citation)
     para += nodes.Text(". BibTeX: ")
     para += nodes.literal(text=f"\\cite[{number}]{{{citation.key}}}")
     cite_doc = _doc_named(app, "cite")
