@@ -47,3 +47,11 @@ def test_printouts_fold_to_what_the_column_shows():
 
     text = wrap_lines("word " * 40)
     assert PRINT_WIDTH <= 80 and max(len(line) for line in text.splitlines()) <= PRINT_WIDTH
+
+
+def test_output_boxes_wrap_on_a_desktop_and_scroll_by_themselves_on_a_phone():
+    from kmtbook.sphinx_ext.assets import CSS
+
+    assert ".bd-article div.cell_output pre { overflow-x: auto; max-width: 100%; }" in CSS
+    desktop = CSS.split("@media (min-width: 641px)", 1)[1].split("}", 2)
+    assert "div.cell_output pre { white-space: pre-wrap;" in desktop[0]

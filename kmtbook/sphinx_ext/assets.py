@@ -124,9 +124,13 @@ table.kmt-results td:last-child { width: 14%; }
 .bd-article .animation .anim-slider { width: 100%; max-width: 100%; }
 .bd-article .animation .anim-buttons { display: flex; flex-wrap: wrap; gap: 2px; }
 .bd-article .animation .anim-buttons button { min-width: 2.2em; }
-/* a chapter's printouts are folded to the column (kmtbook.summaries.wrap_lines); a line that is
-   still longer than its box (a text table on a phone) scrolls in that box, never widening the page */
+/* a chapter's printouts are folded to the column (kmtbook.summaries.wrap_lines); on a desktop a line
+   that is still longer than the column (a printout not folded, a code listing) wraps at its spaces,
+   on a phone it keeps its layout and scrolls in its own box, never widening the page */
 .bd-article div.cell_output pre { overflow-x: auto; max-width: 100%; }
+@media (min-width: 641px) {
+  .bd-article div.cell_output pre { white-space: pre-wrap; overflow-wrap: break-word; }
+}
 p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
 p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """
