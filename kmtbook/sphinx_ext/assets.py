@@ -64,14 +64,14 @@ table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
 /* the gallery of the figures page: per chapter a grid of cards at least 200 px wide (three in the
    content column of a 1280 px window, one on a phone); a thumbnail keeps its aspect inside a box of
-   at most 150 px height, and a figure's label may break after a hyphen */
+   at most 130 px height, and a figure's label may break after a hyphen */
 .kmt-gallery-chapter { margin: 1.2rem 0 0.4rem; }
 .kmt-gallery-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr));
   gap: 0.6rem 1rem; }
 .kmt-gallery-card { min-width: 200px; font-size: 0.8em; line-height: 1.35; }
 .kmt-gallery-card p { margin: 0.15rem 0; }
 .kmt-gallery-card code span.pre, .kmt-gallery-card code { white-space: normal; }
-.kmt-gallery-card img.kmt-thumbnail { display: block; width: 100%; min-width: 200px; height: 150px;
+.kmt-gallery-card img.kmt-thumbnail { display: block; width: 100%; min-width: 200px; height: 130px;
   object-fit: contain; border: 1px solid var(--pst-color-border, #ccc); background: #fff; }
 /* tables in the text (the index's results table): a smaller type and padding, so that four columns
    with formulas fit the content column of a 1280 px window; wider ones scroll in their container */
