@@ -297,6 +297,11 @@ class Chapter:
         # never a part of one, whatever stops the chapter.
         fd, tmp = tempfile.mkstemp(prefix=".metrics-", suffix=".json.tmp", dir=self.output_dir)
         try:
+            # mkstemp creates the file private (0600); give it the permissions of any new file (0644 under
+            # the usual umask), as the figures beside it have.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
             with os.fdopen(fd, "w") as f:
                 f.write(text)
                 f.flush()

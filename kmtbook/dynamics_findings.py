@@ -34,6 +34,17 @@ class Findings:
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def markdown(self) -> str:
+        """The statements as the page renders them: a numbered list (one item per claim, the paper's
+        first), our numbers as the items' bullets, wrapped by the page like the prose around it."""
+        out = []
+        for line in self.lines:
+            if line.startswith(" "):
+                out.append("   - " + line.strip().replace("*", "\\*"))
+            else:
+                out.append(line.replace("*", "\\*"))
+        return "\n".join(out)
+
 
 def median_end(finals: pd.DataFrame, d: int, k: int, inv_temp: float, embedding: str) -> float:
     """Median end value r of one configuration and width over its seeds (NaN if it has no run)."""

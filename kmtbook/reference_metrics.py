@@ -16,7 +16,8 @@ The tolerances (:func:`tolerance_for`), by what a number is:
 * ``rounding``: an exactness claim whose value is the rounding error itself (largest centre
   difference of Theorem 2.1, ...): it may move within rounding, never beyond (an absolute bound);
 * ``sampled``: computed from random draws of the chapter's seed: three standard errors, estimated
-  from the spread over seeds the chapter records where it does (seed ranges), from the sample size
+  from the spread over seeds the chapter records where it does (seed ranges, the values a mean over
+  repeats is taken of), from the sample size
   for a share or count (binomial), and otherwise a stated bound (for an average log-objective
   three times the 0.01 nats by which two samples of 320 tasks differ, scaled to the chapter's
   task count; 5 % of the value for anything else; the reason says it is a bound);
@@ -170,6 +171,12 @@ SEED_RANGES = {  # (min, max, count): the chapter records the spread over seeds 
     "06_ablation_d_only:lloyd_t20": ("onehot_lloyd_min[-1]", "onehot_lloyd_max[-1]", "onehot_n_seeds"),
 }
 
+SEED_MEANS = {  # a mean over repeats whose values the chapter records (the metric named): the dropout effect
+    "05_training:dropout_on_minus_off_t20": "dropout_on_minus_off_t20_per_seed",
+    "06_ablation_d_only:onehot_t20_dropout_on_minus_off": "onehot_t20_dropout_on_minus_off_per_seed",
+    "06_ablation_d_only:none_t20_dropout_on_minus_off": "none_t20_dropout_on_minus_off_per_seed",
+}
+
 COUNTS = {  # a count of ... out of the metric named: a binomial count
     "02_kmeans_transformer:exact_tasks": "param_n_tasks",
     "04_dot_product_ffn:exact_tasks": "param_n_tasks",
@@ -237,6 +244,16 @@ def _seed_range_tolerance(key: str, value: Any, metrics: Mapping[str, Any], low:
                      f"range ({low} to {high}: {spread:.3f}) / d2({n})")
 
 
+def _seed_mean_tolerance(key: str, value: Any, metrics: Mapping[str, Any], values_name: str) -> Tolerance:
+    values = [float(v) for v in metrics[values_name]]
+    if len(values) < 2:
+        return _bound(key, value, metrics, f"one repeat only ({values_name}): no spread to estimate from")
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return Tolerance("sampled", round(3 * sd / math.sqrt(len(values)), 4),
+                     f"3 standard errors of a mean over {len(values)} repeats, from their spread ({values_name})")
+
+
 def _count_tolerance(value: float, total: float, what: str) -> Tolerance:
     p = (value + 0.5) / (total + 1)  # (kept off 0 and 1, where a binomial spread would vanish)
     se = math.sqrt(total * p * (1 - p))
@@ -253,7 +270,9 @@ def _share_tolerance(value: float, total: float, what: str) -> Tolerance:
 def _bound(key: str, value: Any, metrics: Mapping[str, Any],
            why: str = "the chapter records no spread") -> Tolerance:  # fmt: skip
     if LOG_OBJECTIVE.search(key.split("[")[0]):
-        tasks = int(metrics.get("param_n_tasks") or 320)
+        # (a live run's numbers are measured on its own tasks: param_live_tasks where the chapter has it)
+        live = key.split(":", 1)[-1].startswith("live_") and "param_live_tasks" in metrics
+        tasks = int(metrics.get("param_live_tasks" if live else "param_n_tasks") or 320)
         amount = round(3 * LOG_OBJECTIVE_SPREAD_320 * math.sqrt(320 / tasks), 4)
         return Tolerance("sampled", amount,
                          f"sampled; {why}: an average log-objective; two independent samples of 320 tasks agree to "
@@ -293,6 +312,8 @@ def tolerance_for(key: str, value: Any, chapter_metrics: Mapping[str, Any]) -> T
             return _seed_range_tolerance(key, value, chapter_metrics, *SEED_RANGES[key])
         except (KeyError, IndexError, TypeError):  # the chapter did not record the range this time
             pass
+    if key in SEED_MEANS and SEED_MEANS[key] in chapter_metrics:
+        return _seed_mean_tolerance(key, value, chapter_metrics, SEED_MEANS[key])
     if key in COUNTS and COUNTS[key] in chapter_metrics:
         total_name = COUNTS[key]
         return _count_tolerance(float(value), float(chapter_metrics[total_name]), total_name)

@@ -55,7 +55,18 @@ def binned_by_size(
     return out
 
 
-def wrap_lines(*parts: object, width: int = 96, sep: str = " ") -> str:
+def whole_numbers(table):
+    """A pandas table of counts for display, every whole number written as an integer (a median of
+    285.0 as "285", of 285.5 as "285.5"): the cells become text, as a table printed for reading."""
+    return table.map(lambda v: str(int(v)) if float(v).is_integer() else str(v))
+
+
+PRINT_WIDTH = 76
+"""Characters of a printout's line that fit the book's content column at a 1280 px window (about 80
+there; the column shows fewer on a narrower screen, where the output box scrolls by itself)."""
+
+
+def wrap_lines(*parts: object, width: int = PRINT_WIDTH, sep: str = " ") -> str:
     """The text ``print(*parts, sep=sep)`` would write, with every line longer than ``width`` folded at
     spaces, so that a printout stays inside the book's content column; a folded line's continuation is
     indented two spaces past its own indent."""

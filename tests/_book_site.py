@@ -242,15 +242,22 @@ Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
       return {id: f.id, text: line ? line.innerText : null,
               links: line ? [...line.querySelectorAll('a[href]')].map(a => a.href) : []};
     }),
-    register: [...document.querySelectorAll('table.kmt-figures')].map(t => ({
-      header: [...t.querySelectorAll('thead th')].map(th => th.innerText.trim()),
-      rows: [...t.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(c => c.innerText.trim())),
-      thumbnails: [...t.querySelectorAll('tbody tr')].map(tr => {
-        const img = tr.querySelector('img.kmt-thumbnail');
-        return img ? {loaded: img.complete && img.naturalWidth > 0, width: img.getBoundingClientRect().width,
-                      href: (img.closest('a') || {}).href || null} : null;
+    // the gallery of the figures page: per chapter a heading and a grid of cards
+    gallery: [...document.querySelectorAll('.kmt-gallery-grid')].map(grid => ({
+      chapter: (grid.previousElementSibling || {}).innerText || '',
+      cards: [...grid.querySelectorAll('.kmt-gallery-card')].map(card => {
+        const img = card.querySelector('img.kmt-thumbnail');
+        return {text: card.innerText.trim(),
+                thumbnail: img ? {loaded: img.complete && img.naturalWidth > 0,
+                                  width: img.getBoundingClientRect().width,
+                                  href: (img.closest('a') || {}).href || null} : null};
       }),
     })),
+    pageHeight: document.body.scrollHeight,
+    // maths that MathJax never saw: TeX left in a table cell (a pandas table with "$d_{emb}$")
+    rawMathInTables: [...document.querySelectorAll('main td, main th, article td, article th')]
+      .map(c => c.innerText).filter(t => /\$[^$\s][^$]*\$|\\(frac|gamma|mathbb|mathcal)\b|\b\w+_\{/.test(t))
+      .map(t => t.slice(0, 60)),
     // A parameter table is clipped when it reaches past the content column, needs a horizontal scroll
     // bar in its container, or a cell's text overflows the cell.
     parameterTables: [...document.querySelectorAll('table.kmt-parameters')].map(t => {
@@ -363,10 +370,21 @@ for (let n = walker.nextNode(); n && broken.length < 20; n = walker.nextNode()) 
     if (tops.size > 1) broken.push(m[0]);
   }
 }
+// every text output of a notebook cell: its box, how wide its text is, and whether the box scrolls
+const outputs = [...main.querySelectorAll('div.cell_output pre')].filter(p => p.getBoundingClientRect().width > 0)
+  .map(p => {
+    const box = p.getBoundingClientRect();
+    const o = getComputedStyle(p).overflowX;
+    return {text: p.innerText.trim().split('\n')[0].slice(0, 50), scrollWidth: p.scrollWidth,
+            clientWidth: p.clientWidth, overflows: p.scrollWidth > p.clientWidth + 1,
+            ownScroll: o === 'auto' || o === 'scroll',
+            pastColumn: box.right > column.right + 1};
+  });
 const figures = [...main.querySelectorAll('figure img')].filter(i => i.naturalHeight > 0).map(i => ({
   id: (i.closest('figure') || {}).id || '', aspect: i.naturalWidth / i.naturalHeight,
   width: Math.round(i.getBoundingClientRect().width)}));
-return {tables: tables, brokenWords: broken, figures: figures,
+return {tables: tables, brokenWords: broken, figures: figures, outputs: outputs,
+        pageHeight: document.body.scrollHeight,
         pageScrollsSideways: document.documentElement.scrollWidth > document.documentElement.clientWidth + 1};
 """
 

@@ -156,8 +156,15 @@ def check_05(m: Metrics) -> None:
     assert "main_model_t20_expected_range_10" not in m and m["main_model_t20_paper_within_expected_ribbon"] is False
     assert math.isclose(m["main_model_t20_paper_minus_median"], 5.00 - m["main_model_t20"], abs_tol=1e-9)
     assert all(r < 1 for r in m["shipped_final_val_rel_objective"])
-    assert np.isfinite(m["dropout_effect_t20"]) and abs(m["dropout_effect_t20"]) < 0.1
-    assert math.isclose(m["main_model_t20_dropout_on"], m["main_model_t20"] + m["dropout_effect_t20"], abs_tol=1e-9)
+    # The dropout effect is a mean over several dropout seeds, the one chapter 06 quotes too.
+    per_seed = m["dropout_on_minus_off_t20_per_seed"]
+    assert m["dropout_repeats"] == len(per_seed) >= 2 and all(abs(v) < 0.1 for v in per_seed)
+    assert math.isclose(m["dropout_on_minus_off_t20"], sum(per_seed) / len(per_seed), abs_tol=1e-12)
+    # The live run: the crossing of one Lloyd step is a training step or "never" (20 steps are too few).
+    first = m["live_first_below_one_step"]
+    assert first == "never" or 0 < first <= m["param_live_steps"]
+    gap = m["live_lloyd_minus_model_t20"]
+    assert math.isclose(gap, m["live_lloyd_log_objective"][-1] - m["live_model_log_objective"][-1], abs_tol=1e-6)
 
 
 def check_06(m: Metrics) -> None:
@@ -173,9 +180,11 @@ def check_06(m: Metrics) -> None:
     assert m["onehot_t20"] < m["lloyd_t20"]
     # the authors' protocol (dropout on at evaluation, p = 0.01) moves the medians a little
     for e in ("onehot", "none"):
-        assert abs(m[f"{e}_t20_dropout_on"] - m[f"{e}_t20"]) < 0.1
-        # the box quotes the dropout-off headline once and the protocol's effect as this difference
-        assert math.isclose(m[f"{e}_t20_dropout_on_minus_off"], m[f"{e}_t20_dropout_on"] - m[f"{e}_t20"], abs_tol=1e-9)
+        per_seed = m[f"{e}_t20_dropout_on_minus_off_per_seed"]  # (one draw of the masks moves it by up to ~0.15)
+        assert m["dropout_repeats"] == len(per_seed) >= 2 and all(abs(v) < 0.25 for v in per_seed)
+        assert abs(m[f"{e}_t20_dropout_on_minus_off"]) < 0.1
+        # the box quotes the dropout-off headline once and the protocol's effect as the mean over dropout seeds
+        assert math.isclose(m[f"{e}_t20_dropout_on_minus_off"], sum(per_seed) / len(per_seed), abs_tol=1e-12)
     assert m["gap_lloyd_minus_onehot_t20"] > 0 and m["gap_none_minus_lloyd_t20"] == m["none_t20"] - m["lloyd_t20"]
     # From the training logs: the width-d layer never beats one Lloyd step, the width-(d+k) layer does.
     assert all(r > 1 for r in m["none_final_val_rel_objective"])

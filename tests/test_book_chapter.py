@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +177,17 @@ def test_metrics_json_is_strict_json_written_in_one_piece(tmp_path):
         chapter.write_metrics()
     assert path.read_text() == text
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_metrics_json_has_the_permissions_of_any_new_file(tmp_path):
+    chapter = _chapter(tmp_path)
+    chapter.record(value=1.0)
+    umask = os.umask(0o022)
+    try:
+        mode = chapter.write_metrics().stat().st_mode & 0o777
+    finally:
+        os.umask(umask)
+    assert mode == 0o644, oct(mode)  # as a figure written beside it (the temporary file of the rename was 0600)
 
 
 # --------------------------------------------------------------------------- unknown parameters

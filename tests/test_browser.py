@@ -88,6 +88,7 @@ PAGE_FAULTS = (
     ("brokenImages", "broken images", 10),
     ("mathUnrendered", "maths blocks not rendered, e.g.", 3),
     ("mathErrors", "MathJax errors", 3),
+    ("rawMathInTables", "TeX left unrendered in a table, e.g.", 3),
     ("unresolvedXrefs", "unresolved references", 5),
     ("questionMarks", "unnumbered references", 5),
     ("cutCells", "table cells cut short", 3),
@@ -297,22 +298,33 @@ def test_links_resolve(pages):
 
 
 def test_figure_register_and_files(pages, html):
-    """The figures page lists every figure once, with a thumbnail that links to it, the paper figure
-    it reproduces and PNG and PDF files of stable names."""
+    """The figures page shows every figure once, grouped by chapter, as a thumbnail at least 200 px wide
+    that opens the figure in its chapter, with the paper figure it reproduces and PNG and PDF files of
+    stable names; the page is under a third of the height of the caption table it replaced."""
     every = [f["id"] for name, page in pages.items() if re.match(r"book/\d", name) for f in page["figures"]]
     assert len(every) == len(set(every)), "figure labels must be unique across the book"
     register = pages["book/figures.html"]
-    (table,) = register["register"]
-    assert table["header"] == ["figure", "reproduces", "caption", "files"]
-    reproduces = {re.search(r"fig-[\w-]+", row[0]).group(0): row[1] for row in table["rows"]}
-    assert sorted(reproduces) == sorted(every)
+    by_chapter = {name: [f["id"] for f in page["figures"]]
+                  for name, page in pages.items() if re.match(r"book/\d", name)}
+    grids = register["gallery"]
+    numbers = [int(re.match(r"(\d+)\.", g["chapter"]).group(1)) for g in grids]  # "5. Training ... (profile)"
+    with_figures = sum(1 for f in by_chapter.values() if f)
+    assert numbers == sorted(numbers) and len(grids) == with_figures, "one group per chapter"
+    cards = [card for grid in grids for card in grid["cards"]]
+    labels = [re.search(r"fig-[\w-]+", card["text"]).group(0) for card in cards]
+    in_order = [label for name in sorted(by_chapter) for label in by_chapter[name]]
+    assert labels == in_order, "one card per figure, in reading order"
+    reproduces = {label: card["text"].split("\n")[-1].split(" · ")[0] for label, card in zip(labels, cards)}
     unstated = [label for label, what in reproduces.items()
                 if not (what == "beyond the paper" or re.match(r"(Fig\.|Table) \d|the ", what))]
-    assert not unstated, f"the register does not say what these figures reproduce: {unstated}"
-    missing = [row[0].split()[0:2] for row, thumb in zip(table["rows"], table["thumbnails"])
-               if not (thumb and thumb["loaded"] and thumb["width"] > 40 and thumb["href"].endswith("#" + re.search(
-                   r"fig-[\w-]+", row[0]).group(0)))]
-    assert not missing, f"figures without a thumbnail that links to them: {missing}"
+    assert not unstated, f"the gallery does not say what these figures reproduce: {unstated}"
+    missing = [label for label, card in zip(labels, cards)
+               if not (card["thumbnail"] and card["thumbnail"]["loaded"] and card["thumbnail"]["width"] >= 200
+                       and re.search(rf"book/\d\w*\.html#{label}$", card["thumbnail"]["href"]))]
+    assert not missing, f"figures without a thumbnail of 200 px or more that opens them in their chapter: {missing}"
+    print(f"figures page at 1280 px: {register['pageHeight']} px tall")
+    # the caption table it replaced was 18 136 px tall at 1280 px (issue 42)
+    assert register["pageHeight"] < 18_136 / 3, "the gallery must stay under a third of the caption table's height"
     base = register["base"]
     for label in every:
         png = f"{base}figures/{label}.png"
@@ -431,3 +443,35 @@ def test_the_book_as_one_pdf(html):
     assert "\\(" not in text, "maths printed as TeX source: MathJax had not typeset the page before printing"
     missing = [n for n in range(1, len(site.chapter_stems()) + 1) if f"Fig. {n}.1" not in text]
     assert not missing, f"the PDF lacks the first figure of chapter(s) {missing}"
+
+
+def _output_problems(name: str, seen: dict, phone: bool) -> list[str]:
+    """Text outputs wider than their box: at a desktop's width none; on a phone, only in a box that
+    scrolls by itself (the page itself never scrolls sideways: :func:`_layout_problems`)."""
+    out = []
+    for o in seen["outputs"]:
+        if (o["overflows"] and (not phone or not o["ownScroll"])) or o["pastColumn"]:
+            out.append(f"{name}: output {o['text']!r} is {o['scrollWidth']} px wide in a {o['clientWidth']} px box"
+                       + (" that does not scroll by itself" if phone and not o["ownScroll"] else ""))
+    return out
+
+
+def test_every_text_output_fits_its_box(html, base):
+    """At 1280 px every text output of a chapter (printouts, reprs) fits the content column; at 390 px
+    one that is wider scrolls in its own box and does not widen the page."""
+    names = sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))
+    problems, counted = [], 0
+    with site.chromium() as driver:
+        for name in names:
+            seen = site.layout(driver, base + name)
+            counted += len(seen["outputs"])
+            problems += _output_problems(name, seen, phone=False)
+            if name in ("book/index.html", "book/figures.html", "book/13_your_data.html"):
+                print(f"{name} at 1280 px: {seen['pageHeight']} px tall")
+        site.as_phone(driver)
+        for name in names:
+            seen = site.layout(driver, base + name)
+            problems += _output_problems(name, seen, phone=True)
+            problems += [f"{name}: the page is wider than the window at 390 px"] if seen["pageScrollsSideways"] else []
+    assert counted, "no text output found at all: the probe is broken"
+    assert not problems, f"{len(problems)} text outputs do not fit:\n" + "\n".join(problems)

@@ -51,6 +51,11 @@ def test_findings_count_what_the_runs_show():
     assert "k=10 onehot seed 3 at step 450" in text
     assert found.strings["inv_temp1_reading"].startswith("consistent with the claim")
     assert "Reading: consistent with the claim" in text
+    # the page renders them: one numbered item per claim, our numbers as its bullets
+    md = found.markdown().splitlines()
+    assert [line.split(".")[0] for line in md if not line.startswith(" ")] == ["1", "2", "3", "4", "5"]
+    assert all(line.startswith("   - ") for line in md if line.startswith(" "))
+    assert len(md) == len(found.lines)
 
 
 def test_inverse_temperature_1_runs_test_the_claim_only_where_some_run_beats_lloyd():

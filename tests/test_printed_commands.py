@@ -34,7 +34,7 @@ import papermill as pm
 import pytest
 
 from kmtbook.parameters import check_passed_parameters
-from kmtbook.sphinx_ext.rerun import downloaded_notebook_command, rerun_command, rerun_values
+from kmtbook.sphinx_ext.rerun import RERUN_HOW, RERUN_INSTALL, downloaded_notebook_command, rerun_command, rerun_values
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [
@@ -188,8 +188,8 @@ def for_quick_run(command: str, tmp: Path) -> str:
 def test_the_printed_commands_are_found_and_known():
     commands = printed_commands()
     texts = [p.command for p in commands]
-    assert any("papermill - out.ipynb --cwd book -p seed 3" in t for t in texts), "README's rerun command"
-    assert any(t.startswith("jupytext --to ipynb -o - book/08_training_dynamics.md") for t in texts), "chapter 08"
+    assert any("papermill book/01_kmeans_and_lloyd.ipynb out.ipynb --cwd book -p seed 3" in t for t in texts), "README"
+    assert any(t.startswith("jupytext --to ipynb book/08_training_dynamics.md") for t in texts), "chapter 08"
     assert any(t.startswith("python -m kmtlib.train") for t in texts), "data/README.md's training command"
     unknown = [p for p in commands + rerun_boxes() if kind(p.command) == "unknown"]
     assert not unknown, f"printed commands this test does not know how to run: {unknown}"
@@ -198,11 +198,20 @@ def test_the_printed_commands_are_found_and_known():
 def test_every_printed_chapter_command_reads_the_chapter_through_jupytext_with_cwd_book():
     for p in [p for p in printed_commands() + rerun_boxes() if kind(p.command) == "chapter"]:
         source = re.search(r"papermill (\S+)", p.command).group(1)
-        if source == "-":
-            assert re.search(r"jupytext --to ipynb -o - book/\S+\.md \| papermill - ", p.command), p
+        # papermill reads an .ipynb (it cannot read MyST Markdown, and from standard input, "-", it warns
+        # "the file is not specified with any extension")
+        assert source.endswith(".ipynb"), p
+        if source.startswith("book/"):
+            chapter = source[len("book/"):-len(".ipynb")]
+            assert f"jupytext --to ipynb book/{chapter}.md && papermill {source} " in p.command, p
             assert "--cwd book" in p.command, p
-        else:
-            assert source.endswith(".ipynb"), p  # papermill cannot read MyST Markdown
+
+
+def test_a_chapter_is_rerun_as_the_readme_says_with_the_extra_it_names():
+    """The rerun box of every page and the README name one install command for a rerun."""
+    readme = (ROOT / "README.md").read_text().split("## Rerun one chapter", 1)[1].split("\n## ", 1)[0]
+    assert RERUN_INSTALL in readme
+    assert RERUN_INSTALL in RERUN_HOW and ".[book,test]" not in RERUN_HOW
 
 
 def test_printed_nox_sessions_exist():
@@ -260,11 +269,12 @@ def test_printed_chapter_commands_run(tmp_path):
     for command, printed in runs.items():
         cwd = ROOT
         source = re.search(r"papermill (\S+)", command).group(1)
-        if source.endswith(".ipynb"):  # the executed notebook a reader downloads from the page
+        if "/" not in source:  # the executed notebook a reader downloads from the page
             jupytext.write(jupytext.read(ROOT / "book" / (Path(source).stem + ".md")), notebook_dir / source)
             cwd = notebook_dir
         proc = _sh(command, cwd=cwd)
         assert "Passed unknown parameter" not in proc.stderr, printed
+        assert "not specified with any extension" not in proc.stderr, printed  # papermill reads a named .ipynb
         out = Path(re.search(r"-p output_dir (\S+)", command).group(1))
         assert json.loads((out / "metrics.json").read_text())["profile"] == "quick", printed
 

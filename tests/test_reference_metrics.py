@@ -114,6 +114,31 @@ def test_every_number_of_the_index_and_the_opening_boxes_is_guarded():
                              + rm.update_command(profile, missing))
 
 
+def test_the_live_run_and_the_dropout_effect_are_guarded_and_quoted_alike():
+    keys = rm.guarded_keys(ROOT)
+    for key in ("05_training:live_first_below_one_step", "05_training:live_lloyd_minus_model_t20",
+                "05_training:dropout_on_minus_off_t20", "06_ablation_d_only:onehot_t20_dropout_on_minus_off"):
+        assert key in keys, key
+    for profile in rm.PROFILES:  # chapters 05 and 06 quote one number for one effect
+        entries = rm.read_references(rm.reference_path(ROOT, profile))
+        ours, theirs = (entries.get(k, {}).get("value") for k in ("05_training:dropout_on_minus_off_t20",
+                                                                    "06_ablation_d_only:onehot_t20_dropout_on_minus_off"))
+        assert ours is None or theirs is None or ours == theirs, (profile, ours, theirs)
+
+
+def test_a_live_runs_log_objective_is_bounded_by_its_own_task_count():
+    metrics = {"param_n_tasks": 16, "param_live_tasks": 320}
+    assert rm.tolerance_for("05_training:live_lloyd_minus_model_t20", 0.18, metrics).amount == 0.03
+    assert rm.tolerance_for("05_training:main_model_t20", 5.0, metrics).amount == round(3 * 0.01 * math.sqrt(20), 4)
+
+
+def test_a_mean_over_repeats_is_guarded_by_the_spread_of_its_repeats():
+    ch05 = {"dropout_on_minus_off_t20_per_seed": [0.0, 0.02, 0.04, 0.02]}
+    t = rm.tolerance_for("05_training:dropout_on_minus_off_t20", 0.02, ch05)
+    sd = math.sqrt((0.02**2 + 0 + 0.02**2 + 0) / 3)
+    assert t.kind == "sampled" and t.amount == pytest.approx(3 * sd / 2, abs=1e-4) and "4 repeats" in t.reason
+
+
 def test_update_rewrites_the_named_entries_and_logs_the_reason(tmp_path):
     root = tmp_path
     (root / "book").mkdir()

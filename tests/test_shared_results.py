@@ -7,7 +7,7 @@ import os
 import torch
 
 from kmtbook import execute_chapters
-from kmtbook.shared_results import SHARED_VARIABLE, evaluate_seeds, fingerprint, shared
+from kmtbook.shared_results import SHARED_VARIABLE, dropout_effect, dropout_seeds, evaluate_seeds, fingerprint, shared
 from kmtlib import KMeansTransformer
 from kmtlib.analysis.evaluate import evaluate_seeds as kmtlib_evaluate_seeds
 
@@ -61,3 +61,27 @@ def test_the_build_names_a_fresh_folder_for_the_chapters_it_runs(tmp_path, monke
     with execute_chapters._shared_results(folder):
         assert os.environ[SHARED_VARIABLE] == str(folder) and not (folder / "old.pkl").exists()
     assert SHARED_VARIABLE not in os.environ and not folder.exists()
+
+
+def test_the_dropout_effect_is_the_mean_over_dropout_seeds_and_the_same_for_the_same_inputs(tmp_path, monkeypatch):
+    monkeypatch.setenv(SHARED_VARIABLE, str(tmp_path))
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(3, 24, 3, generator=g)
+    C0 = X[:, :4].clone()
+    models = []
+    for s in range(3):
+        m = KMeansTransformer.trainable(3, 4, generator=s, dropout=0.3).eval()
+        models.append(m)
+    effect = dropout_effect(models, X, C0, seed=5, steps=2, generator_seed=9, repeats=3)
+    assert effect.dropout_seeds == dropout_seeds(5, 3, 3) == (3005, 3008, 3011)  # no two repeats share a stream
+    off = kmtlib_evaluate_seeds(models, X, C0, steps=2, generator=torch.Generator().manual_seed(9))
+    assert effect.median_off == float(off.model_median[2])
+    for s, on in zip(effect.dropout_seeds, effect.medians_on):  # each repeat is kmtlib's evaluation with that seed
+        direct = kmtlib_evaluate_seeds(models, X, C0, steps=2, generator=torch.Generator().manual_seed(9),
+                                       dropout_seed=s)
+        assert on == float(direct.model_median[2])
+    assert len(set(effect.per_seed)) > 1, "dropout at p = 0.3 must move the medians differently per seed"
+    assert effect.mean == sum(effect.per_seed) / 3 and effect.low == min(effect.per_seed) <= effect.high
+    monkeypatch.delenv(SHARED_VARIABLE)  # computed again, not read: the same number
+    again = dropout_effect(models, X, C0, seed=5, steps=2, generator_seed=9, repeats=3)
+    assert again == effect

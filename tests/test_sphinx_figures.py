@@ -67,19 +67,20 @@ def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
     assert figures.figure_files(other, "01_kmeans_and_lloyd", shown) == (tmp_path / "other" / "src" / "shown.png", None)
 
 
-def test_the_register_table_lists_each_figure_with_its_files(tmp_path):
+def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp_path):
     app = _app(tmp_path)
-    table = figures.figures_table(app, "index")
-    row = list(table.next_node(nodes.tbody).children)
-    assert len(row) == 1
-    (thumbnail,) = row[0].findall(nodes.raw)
+    gallery = figures.figures_table(app, "index")
+    assert "kmt-gallery" in gallery["classes"]
+    heading, grid = gallery.children
+    assert heading.astext() == "1. Demo (quick profile, seed 3)" and "kmt-gallery-grid" in grid["classes"]
+    (card,) = grid.children
+    (thumbnail,) = card.findall(nodes.raw)
     assert f'src="figures/thumbnails/{LABEL}.png"' in thumbnail.astext()
-    assert f'href="01_kmeans_and_lloyd.html#{LABEL}"' in thumbnail.astext()
-    thumbnail.parent.remove(thumbnail)
-    cells = [entry.astext() for entry in row[0].findall(nodes.entry)]
-    assert cells[0].split("\n\n")[1:] == ["Fig. 1.2", LABEL, "1. Demo", "quick profile, seed 3"]
-    assert cells[1] == "beyond the paper" and cells[3] == "PNG · PDF"
-    refs = [ref["refuri"] for ref in table.findall(nodes.reference)]
+    assert f'href="01_kmeans_and_lloyd.html#{LABEL}"' in thumbnail.astext()  # opens the figure in its chapter
+    assert 'alt="Fig. 1.2: ' in thumbnail.astext()  # the caption, as the image's text
+    number, files = (p.astext() for p in card.findall(nodes.paragraph))
+    assert number == f"Fig. 1.2 {LABEL}" and files == "beyond the paper · PNG · PDF"
+    refs = [ref["refuri"] for ref in gallery.findall(nodes.reference)]
     assert f"figures/{LABEL}.png" in refs and f"01_kmeans_and_lloyd.html#{LABEL}" in refs
     app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"] = []
     assert figures.figures_table(app, "index").astext() == "No labelled figures in this build."

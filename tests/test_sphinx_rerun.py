@@ -49,7 +49,8 @@ def test_rerun_values_are_the_cell_updated_by_what_papermill_injected():
 def test_the_rerun_command_names_the_source_and_every_value():
     values = {"device": "auto", "seed": 1, "profile": "book", "output_dir": "", "n": 0}
     assert rerun.rerun_command("book/05_training.md", values) == (
-        "jupytext --to ipynb -o - book/05_training.md \\\n  | papermill - 05_training-out.ipynb --cwd book \\\n"
+        "jupytext --to ipynb book/05_training.md \\\n"
+        "  && papermill book/05_training.ipynb 05_training-out.ipynb --cwd book \\\n"
         "  -p device auto -p seed 1 -p profile book -p output_dir '' \\\n  -p n 0")
     assert rerun.rerun_command("05_training.ipynb", {"seed": 1}) == (
         "papermill 05_training.ipynb 05_training-out.ipynb --cwd . \\\n  -p seed 1")

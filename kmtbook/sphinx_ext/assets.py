@@ -62,13 +62,17 @@ CSS = """/* kmtbook.sphinx_ext: keep the generated boxes and tables readable */
 .bd-article :is(p, li, dd) code.literal span.pre { white-space: normal; }
 table.kmt-runs, table.kmt-environment { font-size: 0.85em; }
 table.kmt-runs td, table.kmt-figures td { vertical-align: top; }
-/* the register of figures fits the content column of a 1280 px window: the captions take the room
-   that is left, and a figure's label may break after a hyphen */
-table.kmt-figures { width: 100%; }
-table.kmt-figures code span.pre { white-space: normal; }
-/* a thumbnail per figure, above its number: as wide as its column allows, at most 160 px */
-table.kmt-figures img.kmt-thumbnail { display: block; width: 100%; max-width: 160px; height: auto;
-  border: 1px solid var(--pst-color-border, #ccc); background: #fff; }
+/* the gallery of the figures page: per chapter a grid of cards at least 200 px wide (three in the
+   content column of a 1280 px window, one on a phone); a thumbnail keeps its aspect inside a box of
+   at most 130 px height, and a figure's label may break after a hyphen */
+.kmt-gallery-chapter { margin: 1.2rem 0 0.4rem; }
+.kmt-gallery-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr));
+  gap: 0.6rem 1rem; }
+.kmt-gallery-card { min-width: 200px; font-size: 0.8em; line-height: 1.35; }
+.kmt-gallery-card p { margin: 0.15rem 0; }
+.kmt-gallery-card code span.pre, .kmt-gallery-card code { white-space: normal; }
+.kmt-gallery-card img.kmt-thumbnail { display: block; width: 100%; min-width: 200px; height: 130px;
+  object-fit: contain; border: 1px solid var(--pst-color-border, #ccc); background: #fff; }
 /* tables in the text (the index's results table): a smaller type and padding, so that four columns
    with formulas fit the content column of a 1280 px window; wider ones scroll in their container */
 .bd-article .pst-scrollable-table-container > table { font-size: 0.85em; }
@@ -120,6 +124,13 @@ table.kmt-results td:last-child { width: 14%; }
 .bd-article .animation .anim-slider { width: 100%; max-width: 100%; }
 .bd-article .animation .anim-buttons { display: flex; flex-wrap: wrap; gap: 2px; }
 .bd-article .animation .anim-buttons button { min-width: 2.2em; }
+/* a chapter's printouts are folded to the column (kmtbook.summaries.wrap_lines); on a desktop a line
+   that is still longer than the column (a printout not folded, a code listing) wraps at its spaces,
+   on a phone it keeps its layout and scrolls in its own box, never widening the page */
+.bd-article div.cell_output pre { overflow-x: auto; max-width: 100%; }
+@media (min-width: 641px) {
+  .bd-article div.cell_output pre { white-space: pre-wrap; overflow-wrap: break-word; }
+}
 p.kmt-cite-figure, p.kmt-cite-page { font-size: 0.85em; overflow-wrap: anywhere; }
 p.kmt-cite-figure code, p.kmt-cite-page code { white-space: normal; }
 """

@@ -24,7 +24,6 @@ from ..paper_figures import reproduces
 from .pages import (
     chapter_title,
     link,
-    make_table,
     output_folder,
     page_info,
     pages_in_order,
@@ -68,8 +67,8 @@ def figure_target(app: Sphinx, label: str, suffix: str) -> str:
     return f"{app.config.kmt_figures_dir}/{label}{suffix}"
 
 
-THUMBNAIL_WIDTH = 320
-"""Width in pixels of a figure's thumbnail on the figures page (shown at half of it, sharp on a
+THUMBNAIL_WIDTH = 480
+"""Width in pixels of a figure's thumbnail on the figures page (shown about 200 to 260 px wide, sharp on a
 screen of twice the density)."""
 
 
@@ -107,15 +106,13 @@ def copy_figures(app: Sphinx) -> None:
                 shutil.copyfile(moving, out / figure_target(app, figure["label"], ".html"))
 
 
-def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, page_uri: str) -> nodes.paragraph:
-    """The figure's thumbnail, a link to the figure on its page."""
+def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, caption: str, page_uri: str) -> nodes.raw:
+    """The figure's thumbnail, a link to the figure on its page; its caption is the image's text."""
     src = html_escape(relative_uri(app, fromdoc, thumbnail_target(app, label)), quote=True)
     href = html_escape(f"{page_uri}#{label}", quote=True)
-    alt = html_escape(f"{number}: thumbnail", quote=True)
-    para = nodes.paragraph(classes=["kmt-thumbnail"])
-    para += nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" '
-                          f'class="kmt-thumbnail"></a>', format="html")
-    return para
+    alt = html_escape(f"{number}: {caption}", quote=True)
+    return nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" title="{alt}" '
+                         f'class="kmt-thumbnail"></a>', format="html")
 
 
 def figure_number(app: Sphinx, docname: str, label: str) -> str:
@@ -123,40 +120,62 @@ def figure_number(app: Sphinx, docname: str, label: str) -> str:
     return "Fig. " + ".".join(map(str, numbers)) if numbers else "(unnumbered)"
 
 
+def _files(app: Sphinx, fromdoc: str, label: str, png: Path | None, pdf: Path | None) -> list[Any]:
+    files: list[Any] = []
+    if png is not None:
+        files.append(link("PNG", relative_uri(app, fromdoc, figure_target(app, label, ".png"))))
+    if pdf is not None:
+        files += [" · " if files else "", link("PDF", relative_uri(app, fromdoc, figure_target(app, label, ".pdf")))]
+    elif png is not None:
+        files.append(" (no PDF in this build)")
+    return files or [nodes.Text("(no file)")]
+
+
+def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.container:
+    """One figure of the gallery: its thumbnail, its number (a link to it on its page) and label, what it
+    reproduces and its files."""
+    label = figure["label"]
+    png, pdf = figure_files(app, docname, figure)
+    page_uri = app.builder.get_relative_uri(fromdoc, docname)
+    number = figure_number(app, docname, label)
+    card = nodes.container(classes=["kmt-gallery-card"])
+    if png is not None:
+        card += _thumbnail(app, fromdoc, label, number, figure["caption"], page_uri)
+    title = nodes.paragraph(classes=["kmt-gallery-number"])
+    title += nodes.strong("", "", link(number, f"{page_uri}#{label}"))
+    title += nodes.Text(" ")
+    title += nodes.literal(text=label)
+    card += title
+    what = nodes.paragraph(classes=["kmt-gallery-files"])
+    what += nodes.Text((reproduces(posixpath.basename(docname), label) or "(not stated)") + " · ")
+    for part in _files(app, fromdoc, label, png, pdf):
+        what += part if isinstance(part, nodes.Node) else nodes.Text(part)
+    card += what
+    return card
+
+
 def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
-    rows = []
+    """The gallery of the figures page: per chapter, in reading order, a heading (the chapter, the
+    profile and seed of its run) and a grid of its figures' cards."""
     pages = page_info(app.env)
+    gallery = nodes.container(classes=["kmt-gallery"])
     for docname in pages_in_order(app):
         page = pages[docname]
+        if not page["figures"]:
+            continue
+        heading = nodes.paragraph(classes=["kmt-gallery-chapter"])
+        chapter_uri = app.builder.get_relative_uri(fromdoc, docname)
+        heading += nodes.strong("", "", link(chapter_title(app, docname), chapter_uri))
+        if page.get("run"):
+            heading += nodes.Text(f" ({page['run']['profile']} profile, seed {page['run']['seed']})")
+        gallery += heading
+        grid = nodes.container(classes=["kmt-gallery-grid"])
         for figure in page["figures"]:
-            png, pdf = figure_files(app, docname, figure)
-            page_uri = app.builder.get_relative_uri(fromdoc, docname)
-            files: list[Any] = []
-            if png is not None:
-                files.append(link("PNG", relative_uri(app, fromdoc, figure_target(app, figure["label"], ".png"))))
-            if pdf is not None:
-                files += [" · " if files else "",
-                          link("PDF", relative_uri(app, fromdoc, figure_target(app, figure["label"], ".pdf")))]
-            elif png is not None:
-                files.append(" (PDF not in this build)")
-            number = nodes.paragraph()
-            number += nodes.strong("", "", link(figure_number(app, docname, figure["label"]),
-                                               f"{page_uri}#{figure['label']}"))
-            label = nodes.paragraph()
-            label += nodes.literal(text=figure["label"])
-            chapter = nodes.paragraph()
-            chapter += link(chapter_title(app, docname), page_uri)
-            cell = [number, label, chapter]
-            if png is not None:
-                cell.insert(0, _thumbnail(app, fromdoc, figure["label"], figure_number(app, docname, figure["label"]),
-                                          page_uri))
-            if page.get("run"):
-                cell.append(nodes.paragraph(text=f"{page['run']['profile']} profile, seed {page['run']['seed']}"))
-            what = reproduces(posixpath.basename(docname), figure["label"]) or "(not stated)"
-            rows.append([cell, what, figure["caption"], files or ["(no file)"]])
-    if not rows:
+            grid += _card(app, fromdoc, docname, figure)
+        gallery += grid
+    if not len(gallery):
         return nodes.paragraph(text="No labelled figures in this build.")
-    return make_table(["figure", "reproduces", "caption", "files"], rows, [24, 12, 52, 12], classes=("kmt-figures",))
+    return gallery
 
 
 # --------------------------------------------------------------------------- citations

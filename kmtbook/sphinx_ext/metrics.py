@@ -49,7 +49,8 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u207
 
 def format_metric(value: Any, spec: str) -> str:
     """A metric as the page prints it: Python's format ``spec``; an ``e`` format is written as a
-    power of ten (``8.9 × 10⁻¹⁶``), and a mantissa of 1 is dropped (``10⁻¹⁵``)."""
+    power of ten (``8.9 × 10⁻¹⁶``), and a mantissa of 1 is dropped (``10⁻¹⁵``); a ``,`` groups digits
+    by three with a no-break space (``10 000``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if spec.endswith("e") and value == 0:
@@ -58,7 +59,8 @@ def format_metric(value: Any, spec: str) -> str:
         mantissa, _, exponent = format(value, spec).partition("e")
         power = "10" + str(int(exponent)).translate(_SUPERSCRIPT)
         return power if float(mantissa) == 1 else f"{mantissa} \u00d7 {power}"
-    return format(value, spec)
+    # digits in groups of three are separated as the prose writes them ("10 000"), by a no-break space
+    return format(value, spec).replace(",", "\u00a0") if "," in spec else format(value, spec)
 
 
 def _chapter_docname(app: Sphinx, stem: str) -> str | None:

@@ -54,6 +54,17 @@ def rerun_values(nb) -> dict[str, Any]:
     return values
 
 
+RERUN_INSTALL = 'pip install -e ".[book]"'
+"""What a reader installs to rerun a chapter (the chapters' imports, papermill and jupytext: the ``book``
+extra); the README's section "Rerun one chapter" says the same."""
+
+
+RERUN_HOW = (f"To run it again, from a clone of the repository with the project installed ({RERUN_INSTALL}), "
+             "use papermill; the command repeats the values that built this page, change any of them with "
+             "-p NAME VALUE.")
+"""The rerun box's sentence before its command."""
+
+
 def rerun_command(shown_source: str, values: dict[str, Any]) -> str:
     """The command of a chapter's rerun box: run from the repository root, it executes the chapter
     ``shown_source`` (``book/<stem>.md`` through jupytext, or an ``.ipynb``) with these values."""
@@ -63,7 +74,10 @@ def rerun_command(shown_source: str, values: dict[str, Any]) -> str:
     cwd = posixpath.dirname(shown_source) or "."
     if shown_source.endswith(".ipynb"):
         return f"papermill {shown_source} {stem}-out.ipynb --cwd {cwd} \\\n  {options}"
-    return (f"jupytext --to ipynb -o - {shown_source} \\\n  | papermill - {stem}-out.ipynb --cwd {cwd} \\\n"
+    # jupytext writes the notebook beside its source (book/*.ipynb, ignored by git); papermill reads a named
+    # .ipynb file (from standard input it warns that the file has no extension)
+    notebook = posixpath.splitext(shown_source)[0] + ".ipynb"
+    return (f"jupytext --to ipynb {shown_source} \\\n  && papermill {notebook} {stem}-out.ipynb --cwd {cwd} \\\n"
             f"  {options}")
 
 
@@ -212,10 +226,7 @@ def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
         box += nodes.paragraph(text=(
             "In this chapter the paper profile sets every size to the same value as the book profile: "
             "the two profiles differ only in name."))
-    box += nodes.paragraph(text=(
-        "To run it again, from a clone of the repository with the project installed "
-        "(pip install -e \".[book,test]\"), use papermill; the command repeats the values that built this page, "
-        "change any of them with -p NAME VALUE."))
+    box += nodes.paragraph(text=RERUN_HOW)
     box += nodes.literal_block(command, command, language="bash", classes=["kmt-command"])
     box += nodes.paragraph(text=(
         f"The executed notebook of this page ({stem}.ipynb, from the download button at the top) "
