@@ -239,4 +239,4 @@ def test_a_figure_page_of_its_own_is_published_beside_the_png_and_cited(tmp_path
     figures.copy_figures(app)
     assert (tmp_path / "html" / "figures" / f"{LABEL}.html").read_text() == "<!DOCTYPE html><p>moving</p>"
     line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
-    assert f"interactive, on a page of its own: https://readers.invalid/book/figures/{LABEL}.html" in line
+    assert f"interactive, on a page of its own: https://readers.invalid/book/dev/figures/{LABEL}.html" in line

@@ -126,9 +126,9 @@ def test_the_published_address_comes_from_one_place(tmp_path, monkeypatch):
     proc = _build(src)
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "html" / "01_demo.html").read_text()
-    assert 'href="https://readers.invalid/kmt-book/01_demo.html"' in page
+    assert 'href="https://readers.invalid/kmt-book/dev/01_demo.html"' in page
     cff = yaml.safe_load((tmp_path / "html" / "CITATION.cff").read_text())
-    assert cff["url"] == "https://readers.invalid/kmt-book/"
+    assert cff["url"] == "https://readers.invalid/kmt-book/dev/"
 
 
 def test_the_reference_table_shows_the_comparison_and_a_moved_number_fails_the_build(tmp_path):

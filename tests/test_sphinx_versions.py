@@ -17,7 +17,7 @@ def _configured(monkeypatch, baseurl: str, environ: dict[str, str]) -> SimpleNam
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    config = SimpleNamespace(html_baseurl=baseurl, html_theme_options={}, html_sidebars={})
+    config = SimpleNamespace(html_baseurl=baseurl, html_theme="sphinx_book_theme", html_theme_options={}, html_sidebars={})
     figures.set_book_url(None, config)
     versions.configure_switcher(None, config)
     return config
@@ -78,3 +78,11 @@ def test_every_chapter_has_a_binder_button():
     requirements = (REPO_ROOT / "binder" / "requirements.txt").read_text().split("\n")
     assert "-e .[nb]" in requirements and any(line.startswith("jupytext") for line in requirements)
     assert "set-default-viewer" in (REPO_ROOT / "binder" / "postBuild").read_text()
+
+
+def test_a_theme_without_a_switcher_gets_no_switcher_options():
+    """Only sphinx-book-theme (pydata-sphinx-theme) knows the switcher's options; another theme, as in a
+    small test project, would fail the build (warnings as errors) on an unknown option."""
+    config = SimpleNamespace(html_baseurl="", html_theme="alabaster", html_theme_options={}, html_sidebars={})
+    versions.configure_switcher(None, config)
+    assert config.html_theme_options == {} and config.html_sidebars == {}

@@ -23,6 +23,7 @@ from ..citation import REPOSITORY_URL_VARIABLE, version_slot
 from ..publish import DEV
 
 SWITCHER = "switcher.json"
+THEMES_WITH_SWITCHER = ("sphinx_book_theme", "pydata_sphinx_theme")
 
 
 def _slot() -> str:
@@ -32,7 +33,12 @@ def _slot() -> str:
 
 
 def configure_switcher(app: Sphinx, config) -> None:
-    """Give the theme the version list's address and this build's version; show the switcher."""
+    """Give the theme the version list's address and this build's version; show the switcher.
+
+    Only the book's theme (sphinx-book-theme, built on pydata-sphinx-theme) has a switcher; under any
+    other theme (a test's small project) the options would be unknown to it."""
+    if getattr(config, "html_theme", "") not in THEMES_WITH_SWITCHER:
+        return
     site = getattr(config, "kmt_site_url", "") or ""
     options = config.html_theme_options
     options["switcher"] = {"json_url": f"{site}{SWITCHER}" if site else SWITCHER, "version_match": _slot()}
