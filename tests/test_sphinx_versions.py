@@ -17,7 +17,8 @@ def _configured(monkeypatch, baseurl: str, environ: dict[str, str]) -> SimpleNam
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    config = SimpleNamespace(html_baseurl=baseurl, html_theme="sphinx_book_theme", html_theme_options={}, html_sidebars={})
+    config = SimpleNamespace(html_baseurl=baseurl, html_theme="sphinx_book_theme",
+                             html_theme_options={}, html_sidebars={})
     figures.set_book_url(None, config)
     versions.configure_switcher(None, config)
     return config
