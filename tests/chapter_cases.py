@@ -45,6 +45,7 @@ def check_01(m: Metrics) -> None:
 
 
 def check_02(m: Metrics) -> None:
+    readable_figures(m)
     assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-layer-circuit", "fig-theorem21-weights", "fig-empty-and-tie",
                                  "fig-numerical-validation", "fig-fig3-motion"}
