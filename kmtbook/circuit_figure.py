@@ -15,6 +15,7 @@ figure is rebuilt with the book and restyled with it.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
@@ -75,53 +76,96 @@ def token_parts(kind: str, scratch: bool, after: bool = False) -> list[tuple[str
     return [data, extra]
 
 
-def _token(ax, x: float, y_top: float, kind: str, scratch: bool, title: str, after: bool = False
+# The figure is drawn in inches (the axes span the figure, one unit an inch). It is wide (width over
+# height above kmtbook.sphinx_ext.assets.WIDE_FIGURE), so that a phone shows it at a readable width in a
+# box of its own; its smallest text is SMALL points, at least 9 px tall where the page shows it.
+WIDTH_IN, HEIGHT_IN = 9.6, 4.92
+SMALL = 9.6  # points: every label; names and symbols are larger
+BAND_H = 2.14  # inches: the height of one sequence's band
+BLOCK_X, BLOCK_W, BLOCK_H = 2.2, 4.6, 0.5  # the blocks' left edge, width and height
+FORK_X, CROSS_X, PLUS_X, OUT_X, BAR_W = 1.7, 1.98, 7.25, 7.7, 0.32
+TOKEN_LABEL = 15  # characters per line of a token part's label
+
+
+def _token(ax, x: float, residual: float, kind: str, scratch: bool, title: str, after: bool = False
            ) -> tuple[float, float]:
-    """Draw one token as a stacked bar at ``x`` from ``y_top`` down; return its (bottom, top)."""
-    heights = {"data": 0.9, "scratch": 0.7}
+    """Draw one token as a stacked bar at ``x`` around the ``residual`` line's height (its data part
+    above, its scratch part below); return its (bottom, top)."""
     parts = token_parts(kind, scratch, after)
-    y = y_top
+    heights = {"data": 0.47, "scratch": 0.53}
+    top = residual + heights["data"] if len(parts) > 1 else residual + 0.25
+    y = top
     for colour, symbol, what in parts:
-        h = heights[colour]
-        ax.add_patch(Rectangle((x, y - h), 0.42, h, facecolor=COLOURS[colour], edgecolor=COLOURS["edge"], lw=1))
-        ax.text(x + 0.21, y - h / 2, symbol, ha="center", va="center", fontsize=11)
-        if len(parts) > 1:  # beside its part; a one-part token has the residual line at its middle
-            ax.text(x + 0.5, y - h / 2, what, ha="left", va="center", fontsize=7.5, color="0.2")
-        else:
-            ax.text(x, y - h - 0.08, what, ha="left", va="top", fontsize=7.5, color="0.2")
+        h = heights[colour] if len(parts) > 1 else 0.5
+        ax.add_patch(Rectangle((x, y - h), BAR_W, h, facecolor=COLOURS[colour], edgecolor=COLOURS["edge"], lw=1))
+        ax.text(x + BAR_W / 2, y - h / 2, symbol, ha="center", va="center", fontsize=11)
+        label = textwrap.fill(what, TOKEN_LABEL)
+        # beside its part; a one-part token has the residual line at its middle: the label under the line
+        ax.text(x + BAR_W + 0.06, y - h / 2 - (0 if len(parts) > 1 else 0.05), label, ha="left",
+                va="center" if len(parts) > 1 else "top", fontsize=SMALL, color="0.2", linespacing=1.1)
         y -= h
-    ax.text(x - 0.05, y_top + 0.12, title, ha="left", va="bottom", fontsize=10)
-    return y, y_top
+    ax.text(x, top + 0.05, title, ha="left", va="bottom", fontsize=10, linespacing=1.1)
+    return y, top
 
 
-def _block(ax, x: float, y: float, block: BlockText, scratch: bool, reset: bool) -> None:
-    """One block as a box (x, y: lower left; 4.3 x 0.95) with its name, role and weights; the Lloyd step
+def _block(ax, y: float, block: BlockText, scratch: bool, reset: bool) -> None:
+    """One block as a box (lower edge at ``y``) with its name, role and weights; the Lloyd step
     beside it (above a writing block, below a reset)."""
-    ax.add_patch(FancyBboxPatch((x, y), 4.3, 0.95, boxstyle="round,pad=0.02,rounding_size=0.08",
+    ax.add_patch(FancyBboxPatch((BLOCK_X, y), BLOCK_W, BLOCK_H, boxstyle="round,pad=0.01,rounding_size=0.05",
                                 facecolor=COLOURS["reset" if reset else "block"], edgecolor=COLOURS["edge"], lw=1.2))
-    ax.text(x + 0.1, y + 0.7, f"{block.name}", ha="left", va="center", fontsize=11, weight="bold")
+    ax.text(BLOCK_X + 0.07, y + 0.35, f"{block.name}", ha="left", va="center", fontsize=11, weight="bold")
     role = block.role if scratch else block.role.replace(" (residual reset)", "")  # a learned block need not reset
-    ax.text(x + 0.85, y + 0.7, f"block {block.mu}: {role}", ha="left", va="center", fontsize=8)
+    ax.text(BLOCK_X + 0.6, y + 0.35, f"block {block.mu}: {role}", ha="left", va="center", fontsize=SMALL)
     weights = block.weights if scratch else LEARNED_WEIGHTS.replace("mu", str(block.mu))
-    ax.text(x + 0.1, y + 0.27, weights, ha="left", va="center", fontsize=9)
+    ax.text(BLOCK_X + 0.07, y + 0.13, weights, ha="left", va="center", fontsize=SMALL)
     if scratch:
-        ax.text(x + 0.1, y + (1.2 if not reset else -0.25), block.lloyd, ha="left", va="center", fontsize=8.5,
-                color=COLOURS["lloyd"], style="italic")
+        ax.text(BLOCK_X + 0.07, y + (BLOCK_H + 0.19 if not reset else -0.19), block.lloyd, ha="left", va="center",
+                fontsize=SMALL, color=COLOURS["lloyd"], style="italic")
 
 
 def _arrow(ax, start, end, *, colour: str = "0.25", style: str = "-|>", ls: str = "-", rad: float = 0.0) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour, lw=1.2,
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=11, color=colour, lw=1.2,
                                  linestyle=ls, connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0))
 
 
 def _plus(ax, x: float, y: float) -> None:
-    ax.add_patch(Circle((x, y), 0.2, facecolor="white", edgecolor=COLOURS["edge"], lw=1.2, zorder=3))
-    ax.text(x, y, "+", ha="center", va="center", fontsize=13, zorder=4)
+    ax.add_patch(Circle((x, y), 0.14, facecolor="white", edgecolor=COLOURS["edge"], lw=1.2, zorder=3))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=12, zorder=4)
 
 
-def _band(ax, y0: float, y1: float, label: str) -> None:
-    ax.add_patch(Rectangle((0.05, y0), 13.9, y1 - y0, facecolor="none", edgecolor="0.7", lw=0.8, ls=(0, (4, 3))))
-    ax.text(13.85, y1 - 0.12, label, ha="right", va="top", fontsize=9, color="0.35")
+def _band(ax, y0: float, label: str) -> None:
+    """The dashed frame of one sequence (lower edge ``y0``), its name at the top right."""
+    ax.add_patch(Rectangle((0.03, y0), WIDTH_IN - 0.06, BAND_H, facecolor="none", edgecolor="0.7", lw=0.8,
+                           ls=(0, (4, 3))))
+    ax.text(WIDTH_IN - 0.1, y0 + BAND_H - 0.06, label, ha="right", va="top", fontsize=SMALL, color="0.35")
+
+
+def _sequence(ax, band_y: float, blocks: tuple[str, str], kind: str, scratch: bool, titles: tuple[str, str]
+              ) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """One sequence's half of the layer in its band (lower edge ``band_y``): input tokens, the writing
+    block and its reset, the residual, the sum and the output tokens. Returns the (bottom, top) of the
+    input and of the output token and the residual line's height."""
+    top = band_y + BAND_H
+    write_y, reset_y = top - 0.36 - BLOCK_H, top - 1.26 - BLOCK_H
+    residual = top - 1.06
+    token_in = _token(ax, 0.12, residual, kind, scratch, titles[0])
+    token_out = _token(ax, OUT_X, residual, kind, scratch, titles[1], after=True)
+    _block(ax, write_y, BLOCKS[blocks[0]], scratch, reset=False)
+    _block(ax, reset_y, BLOCKS[blocks[1]], scratch, reset=True)
+    # queries from the input tokens into both blocks
+    _arrow(ax, (FORK_X, residual), (BLOCK_X, write_y + 0.15), rad=-0.25)
+    _arrow(ax, (FORK_X, residual), (BLOCK_X, reset_y + 0.3), rad=0.25)
+    ax.text(BLOCK_X + 0.05, residual + 0.03, "queries", ha="left", va="bottom", fontsize=SMALL, color="0.3")
+    # the residual: the input tokens themselves go to the sum
+    ax.plot([0.12 + BAR_W, FORK_X], [residual, residual], color="0.25", lw=1.2)
+    _arrow(ax, (FORK_X, residual), (PLUS_X - 0.14, residual))
+    ax.text(BLOCK_X + BLOCK_W - 0.6, residual + 0.03, "residual", ha="center", va="bottom", fontsize=SMALL,
+            color="0.3")
+    _arrow(ax, (BLOCK_X + BLOCK_W, write_y + BLOCK_H / 2), (PLUS_X, residual + 0.14), rad=-0.3)
+    _arrow(ax, (BLOCK_X + BLOCK_W, reset_y + BLOCK_H / 2), (PLUS_X, residual - 0.14), rad=0.3)
+    _plus(ax, PLUS_X, residual)
+    _arrow(ax, (PLUS_X + 0.14, residual), (OUT_X, residual))
+    return token_in, token_out, residual
 
 
 def plot_layer_circuit(scratch: bool = True) -> Figure:
@@ -135,62 +179,47 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
     import matplotlib.pyplot as plt
 
     # a pyplot figure: a notebook shows it at the end of the cell, as every other figure of the book
-    fig = plt.figure(figsize=(13, 8.2))
+    fig = plt.figure(figsize=(WIDTH_IN, HEIGHT_IN))
     ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, 14)
-    ax.set_ylim(0, 8.8)
+    ax.set_xlim(0, WIDTH_IN)
+    ax.set_ylim(0, HEIGHT_IN)
     ax.axis("off")
 
-    # The two sequences: the encoder's n point tokens (top) and the decoder's k centre tokens (bottom).
-    _band(ax, 4.5, 8.75, f"encoder: n point tokens, width {width}")
-    _band(ax, 0.05, 4.3, f"decoder: k centre tokens, width {width}")
-    top = (7.35, 2.95) if scratch else (7.0, 2.6)  # the middle of a token at the residual's height
-    x_lo, x_hi = _token(ax, 0.3, top[0], "point", scratch, r"$\bar X^{(t)}$, one token per point")
-    c_lo, c_hi = _token(ax, 0.3, top[1], "centre", scratch, r"$\bar C^{(t)}$, one token per centre")
-    xo_lo, xo_hi = _token(ax, 11.45, top[0], "point", scratch, r"$\bar X^{(t+1)}$", after=True)
-    co_lo, co_hi = _token(ax, 11.45, top[1], "centre", scratch, r"$\bar C^{(t+1)}$", after=True)
-    x_mid, c_mid = (x_lo + x_hi) / 2, (c_lo + c_hi) / 2
-
-    # Blocks: the writing block above, its reset below, both reading the same input tokens.
-    block_x = 4.5
-    _block(ax, block_x, 7.0, BLOCKS["CAX"], scratch, reset=False)
-    _block(ax, block_x, 5.35, BLOCKS["SAX"], scratch, reset=True)
-    _block(ax, block_x, 2.6, BLOCKS["CAC"], scratch, reset=False)
-    _block(ax, block_x, 0.95, BLOCKS["SAC"], scratch, reset=True)
-
-    plus_x = 10.4
-    for mid, top_y, low_y, out_lo, out_hi in ((x_mid, 7.0, 5.35, xo_lo, xo_hi), (c_mid, 2.6, 0.95, co_lo, co_hi)):
-        # queries from the input tokens into both blocks
-        _arrow(ax, (2.9, mid), (block_x, top_y + 0.35), rad=-0.15)
-        _arrow(ax, (2.9, mid), (block_x, low_y + 0.6), rad=0.15)
-        # the residual: the input tokens themselves go to the sum
-        ax.plot([0.72, 2.9], [mid, mid], color="0.25", lw=1.2)
-        _arrow(ax, (2.9, mid), (plus_x - 0.2, mid))
-        ax.text(8.9, mid + 0.09, "residual", ha="center", va="bottom", fontsize=8, color="0.3")
-        _arrow(ax, (block_x + 4.3, top_y + 0.45), (plus_x, mid + 0.2), rad=-0.2)
-        _arrow(ax, (block_x + 4.3, low_y + 0.45), (plus_x, mid - 0.2), rad=0.2)
-        _plus(ax, plus_x, mid)
-        _arrow(ax, (plus_x + 0.2, mid), (11.45, (out_lo + out_hi) / 2))
+    # The two sequences: the encoder's n point tokens (top) and the decoder's k centre tokens (below),
+    # the closing sentence under both.
+    encoder_y = HEIGHT_IN - 0.03 - BAND_H
+    decoder_y = encoder_y - 0.12 - BAND_H
+    _band(ax, encoder_y, f"encoder: n point tokens, width {width}")
+    _band(ax, decoder_y, f"decoder: k centre tokens, width {width}")
+    (_, _), (x_out_lo, _), _ = _sequence(ax, encoder_y, ("CAX", "SAX"), "point", scratch,
+                                         (r"$\bar X^{(t)}$" + "\none token per point", r"$\bar X^{(t+1)}$"))
+    (_, c_hi), (_, _), _ = _sequence(ax, decoder_y, ("CAC", "SAC"), "centre", scratch,
+                                     (r"$\bar C^{(t)}$" + "\none token per centre", r"$\bar C^{(t+1)}$"))
 
     # Encoder-decoder cross-attention: keys and values of CAX are the centre tokens, those of CAC
     # the updated point tokens (the centre update reads X^(t+1), Theorem 2.1's layer equation).
-    ax.plot([0.72, 3.6, 3.6], [c_hi - 0.05, c_hi - 0.05, 7.2], color=COLOURS["cross"], lw=1.2, ls="--")
-    _arrow(ax, (3.6, 7.2), (block_x, 7.2), colour=COLOURS["cross"], ls="--")
-    ax.text(3.5, 4.0, "keys, values:\n" + r"centres $\bar C^{(t)}$", ha="right", va="center", fontsize=8,
-            color=COLOURS["cross"])
-    ax.plot([11.66, 11.66, 8.4, 8.4], [xo_lo, 4.4, 4.4, 3.9], color=COLOURS["cross"], lw=1.2, ls="--")
-    _arrow(ax, (8.4, 3.9), (8.4, 3.55), colour=COLOURS["cross"], ls="--")
-    ax.text(8.55, 3.95, "keys, values: updated\n" + r"points $\bar X^{(t+1)}$", ha="left", va="center", fontsize=8,
-            color=COLOURS["cross"])
-    ax.text(3.0, x_mid - 0.28, "queries", ha="left", va="top", fontsize=8, color="0.3")
-    ax.text(3.0, c_mid - 0.28, "queries", ha="left", va="top", fontsize=8, color="0.3")
+    cax_keys = encoder_y + BAND_H - 0.36 - 0.15
+    ax.plot([0.12 + BAR_W, CROSS_X, CROSS_X], [c_hi - 0.05, c_hi - 0.05, cax_keys], color=COLOURS["cross"], lw=1.2,
+            ls="--")
+    _arrow(ax, (CROSS_X, cax_keys), (BLOCK_X, cax_keys), colour=COLOURS["cross"], ls="--")
+    below_tokens = encoder_y + 0.3
+    ax.text(CROSS_X - 0.08, below_tokens, "keys, values:\n" + r"centres $\bar C^{(t)}$", ha="right", va="center",
+            fontsize=SMALL, color=COLOURS["cross"], linespacing=1.1)
+    cac_top, cac_keys_x = decoder_y + BAND_H - 0.36, BLOCK_X + BLOCK_W - 0.45
+    between = (encoder_y + decoder_y + BAND_H) / 2  # the gap between the two bands
+    out_x = OUT_X + BAR_W / 2
+    ax.plot([out_x, out_x, cac_keys_x, cac_keys_x], [x_out_lo, between, between, cac_top + 0.25],
+            color=COLOURS["cross"], lw=1.2, ls="--")
+    _arrow(ax, (cac_keys_x, cac_top + 0.25), (cac_keys_x, cac_top), colour=COLOURS["cross"], ls="--")
+    ax.text(out_x + 0.1, below_tokens, "keys, values: updated\n" + r"points $\bar X^{(t+1)}$", ha="left",
+            va="center", fontsize=SMALL, color=COLOURS["cross"], linespacing=1.1)
 
     if scratch:
         note = (r"In the limit $\gamma\to\infty$ one layer is one Lloyd iteration: "
-                r"$\bar X^{(t+1)} = [X;\, Y^{(t+1)}]$ holds the new assignment, $\bar C^{(t+1)} = [C^{(t+1)};\, I_k]$ "
-                "the new centres. The same weights serve every layer.")
+                r"$\bar X^{(t+1)} = [X;\, Y^{(t+1)}]$ holds the new assignment," "\n"
+                r"$\bar C^{(t+1)} = [C^{(t+1)};\, I_k]$ the new centres. The same weights serve every layer.")
     else:
-        note = ("Without scratch coordinates a token is its data alone: the assignment has nowhere to be "
+        note = ("Without scratch coordinates a token is its data alone: the assignment has nowhere to be\n"
                 "written, and no construction of Lloyd's step is known for this width.")
-    fig.text(0.5, 0.003, note, ha="center", va="bottom", fontsize=9, color="0.2")
+    ax.text(WIDTH_IN / 2, 0.03, note, ha="center", va="bottom", fontsize=SMALL, color="0.2", linespacing=1.4)
     return fig

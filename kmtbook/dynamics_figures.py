@@ -41,7 +41,7 @@ def log2_axis(ax) -> None:
 
 
 def draw_bands(ax_loss, ax_rel, data) -> dict[str, int]:
-    """The two rows of one panel column: training loss (running mean) and relative validation
+    """The two panels of one configuration: training loss (running mean) and relative validation
     objective, median and inter-quartile band over seeds, one curve per token width. Returns the
     seed count per width."""
     seeds = {}
@@ -73,37 +73,57 @@ def sweep_figure(
     diverged,
     borrowed,
 ):
-    """The paper's Fig. 9/10 layout for one sweep: two rows (loss, relative objective), one column
-    per value.
+    """The panels of the paper's Fig. 9/10 for one sweep, one row per value: the training loss on
+    the left, the relative validation objective on the right (the paper puts the values side by
+    side; a row each lets every panel take the page's width at a readable size).
 
     ``sweep`` is ``(fixed, field, values)``: the configuration fields held fixed, the one that
     varies and its values. ``diverged`` (runs stopped by a non-finite loss) and ``borrowed`` (runs
-    taken from the shipped paper-length runs) are named in the panel titles. Returns the figure and
+    taken from the shipped paper-length runs) are named in the row titles. The x-axes are shared by
+    all panels, the y-axes by each column, so that rows compare at a glance. Returns the figure and
     the seed counts per value and width."""
     import matplotlib.pyplot as plt
 
     fixed, field, values = sweep
-    fig, axes = plt.subplots(2, len(values), figsize=(3.2 * len(values), 6.4), sharex=True, sharey="row", squeeze=False)
+    # the last row also holds the x tick labels and the x-axis label: it is taller by their height
+    row_in, axis_in = 2.3, 0.45
+    fig = plt.figure(figsize=(7.6, row_in * len(values) + axis_in + 0.8), layout="constrained")
+    heights = [row_in] * (len(values) - 1) + [row_in + axis_in]
+    rows = np.atleast_1d(np.asarray(fig.subfigures(len(values), 1, height_ratios=heights), dtype=object))
     counts = {}
     longest = 0
-    for col, value in enumerate(values):
-        sel = logs[(logs[field] == value) & np.logical_and.reduce([logs[f] == v for f, v in fixed.items()])]
+    first: list = []
+    for i, (row, value) in enumerate(zip(rows, values)):
+        ax_loss, ax_rel = row.subplots(1, 2)
+        if first:
+            ax_loss.sharex(first[0])
+            ax_rel.sharex(first[0])
+            ax_loss.sharey(first[0])
+            ax_rel.sharey(first[1])
+        else:
+            first = [ax_loss, ax_rel]
+        sel = logs[(logs[field] == value) & config_mask(logs, **fixed)]
         longest = max(longest, int(sel.step.max()) if len(sel) else 0)
-        counts[value] = draw_bands(axes[0, col], axes[1, col], sel)
-        t = panel_title(value)
-        gone = diverged[
-            (diverged[field] == value) & np.logical_and.reduce([diverged[f] == v for f, v in fixed.items()])
-        ]
-        if len(gone):
-            t += f"\n({plural(len(gone), 'run')} diverged)"
-        if len(sel) and sel.run.isin(borrowed.run).any():
-            t += "\n(first steps of the main runs)"
-        axes[0, col].set_title(t, fontsize=10)
-        axes[1, col].set_xlabel("training step")
+        counts[value] = draw_bands(ax_loss, ax_rel, sel)
+        gone = diverged[(diverged[field] == value) & config_mask(diverged, **fixed)]
+        row.suptitle(_row_title(panel_title(value), gone, len(sel) > 0 and bool(sel.run.isin(borrowed.run).any())),
+                     fontsize=11)
+        ax_loss.set_ylabel(f"training loss\n(mean of {window} steps)")
+        ax_rel.set_ylabel("relative validation\nobjective")
+        last = i == len(values) - 1
+        for ax in (ax_loss, ax_rel):
+            ax.tick_params(labelbottom=last)
+            if last:
+                ax.set_xlabel("training step")
         if counts[value]:
-            axes[0, col].legend(fontsize=7, loc="upper right")
-    axes[0, 0].set_ylabel(f"training loss\n(mean of {window} steps)")
-    axes[1, 0].set_ylabel("relative validation\nobjective")
-    fig.suptitle(f"{title}\n{longest:,} training steps per run shown (the paper: {PAPER_STEPS:,})", fontsize=11)
-    fig.tight_layout()
+            ax_loss.legend(fontsize=9, loc="best")
+    fig.suptitle(f"{title}\n{longest:,} training steps per run shown (the paper: {PAPER_STEPS:,})", fontsize=12)
     return fig, counts
+
+
+def _row_title(title: str, gone, borrowed: bool) -> str:
+    """A sweep row's title: the value, then how many of its runs diverged and whether its runs are
+    the first steps of the main runs."""
+    notes = ([f"{plural(len(gone), 'run')} diverged"] if len(gone) else []) + (
+        ["first steps of the main runs"] if borrowed else [])
+    return title + (f" ({'; '.join(notes)})" if notes else "")

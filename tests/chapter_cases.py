@@ -45,6 +45,7 @@ def check_01(m: Metrics) -> None:
 
 
 def check_02(m: Metrics) -> None:
+    readable_figures(m)
     assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-layer-circuit", "fig-theorem21-weights", "fig-empty-and-tie",
                                  "fig-numerical-validation", "fig-fig3-motion"}
@@ -235,6 +236,7 @@ def _reference_lloyd_07() -> dict[tuple[str, int, str], tuple[float, ...]]:
 
 
 def check_08(m: Metrics) -> None:
+    readable_figures(m)
     # The shortened sweeps say how short they are (the prose reads these numbers).
     assert 1 <= m["sweep_max_seeds"] <= 10 and m["sweep_share_of_paper"] == m["sweep_length"] / 10_000
     assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"

@@ -81,3 +81,35 @@ def test_a_flag_that_is_not_a_boolean_is_refused(flag):
         token_parts("point", flag)
     with pytest.raises(TypeError, match=r"after must be True or False"):
         token_parts("point", True, after=flag)
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_the_figure_is_wide_and_its_text_readable_on_the_page(scratch, tmp_path):
+    """Saved as the book saves it, the figure is wide (a phone shows it at a readable width in a box
+    of its own) and its smallest text is at least 9 px tall where a 1280 px window shows it."""
+    from kmtbook.chapter import SAVED_DPI
+    from kmtbook.figure_checks import small_text
+    from kmtbook.sphinx_ext.assets import WIDE_FIGURE
+
+    fig = _figure(scratch)
+    png = tmp_path / "circuit.png"
+    fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight")
+    head = png.read_bytes()[:24]
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert width / height >= WIDE_FIGURE, (width, height)
+    assert small_text(fig, width, SAVED_DPI) is None
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_the_closing_sentence_sits_under_the_frames(scratch):
+    """The sentence under the circuit does not touch the dashed frames (no face) of the two sequences."""
+    fig = _figure(scratch)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frames = [p.get_window_extent(renderer) for p in fig.axes[0].patches
+              if isinstance(p, matplotlib.patches.Rectangle) and p.get_facecolor()[3] == 0]
+    assert len(frames) == 2
+    note = [box for text, box in _texts(fig) if "Lloyd iteration" in text or "no construction" in text]
+    assert len(note) == 1 and note[0].y1 < min(frame.y0 for frame in frames), (note, frames)
+    matplotlib.pyplot.close(fig)

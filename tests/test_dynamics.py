@@ -205,3 +205,35 @@ def test_first_steps_of_a_longer_run_are_the_shorter_run(tmp_path):
         assert {k: a[k] for k in ("step", "train_loss", "val_rel_objective", "lr")} == {
             k: b[k] for k in ("step", "train_loss", "val_rel_objective", "lr")
         }
+
+
+def test_a_sweep_figure_has_one_row_per_value_and_readable_text(tmp_path):
+    """The sweep figure (the panels of the paper's Fig. 9/10): one row per swept value, loss on the
+    left and relative objective on the right, every text at least 9 px tall on the book's page."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kmtbook.chapter import SAVED_DPI
+    from kmtbook.dynamics_figures import sweep_figure
+    from kmtbook.figure_checks import figure_problems, small_text
+
+    values = [1.0, 4.0, 7.0, 10.0]
+    for li in values:
+        for embedding in ("onehot", "data"):
+            for seed in (1, 2):
+                _fake_run(tmp_path, li=int(li), embedding=embedding, seed=seed, offset=0.1 * seed)
+    runs = run_table(tmp_path)
+    logs = read_logs(runs, window=50)
+    none = runs.iloc[0:0]
+    fig, counts = sweep_figure(logs, (dict(d=4, k=6), "loss_inv_temp", values), "d = 4, k = 6",
+                               lambda v: f"1/lambda = {v:g}", window=50, diverged=none, borrowed=none)
+    assert counts == {v: {"onehot": 2, "data": 2} for v in values}
+    assert [row.get_suptitle() for row in fig.subfigs] == [f"1/lambda = {v:g}" for v in values]
+    assert len(fig.axes) == 2 * len(values)
+    assert not figure_problems(fig)
+    png = tmp_path / "sweep.png"
+    fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight")
+    assert small_text(fig, int.from_bytes(png.read_bytes()[16:20], "big"), SAVED_DPI) is None
+    plt.close(fig)
