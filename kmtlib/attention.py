@@ -28,9 +28,9 @@ import torch
 from ._checks import check_positive_float
 from ._numerics import (
     euclidean_scores,
+    lowest_true_,
     times_gamma,
 )
-from .kernels.labels import lowest_true_
 from .kernels.weights import unnormalised_row_weights_
 
 AttentionMap = Callable[..., torch.Tensor]

@@ -18,13 +18,13 @@ import torch
 
 from ._checks import check_centers, check_points
 from ._numerics import (
+    lowest_true_,
     magnitudes,
     power_of_two_exponents,
     square_range,
     tie_equal_keys,
     times_power_of_two,
 )
-from .kernels.labels import lowest_true_
 from .kernels.layout import copy_transposed_
 from .kernels.scratch import Scratch, needs_autograd
 

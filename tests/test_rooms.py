@@ -54,7 +54,6 @@ ROOMS: dict[str, str] = {
     # kernels: leaves (tensors in, tensors out), beside the formulas they replace
     "kmtlib.kernels": "kernels",
     "kmtlib.kernels.euclidean_softmax": "kernels",
-    "kmtlib.kernels.labels": "kernels",
     "kmtlib.kernels.layout": "kernels",
     "kmtlib.kernels.limit_model": "kernels",
     "kmtlib.kernels.point_attention": "kernels",
