@@ -21,7 +21,7 @@ Reading order. The top level of the package is the paper; read it beside the pap
    ``whole_pass(model)`` asks by name for a fixed-weight model's whole pass by one kernel.
 
 Helpers of the maths: ``_checks.py`` (input checks), ``_numerics.py`` (exact distances and ties),
-``chunks.py``, ``results.py``, ``device.py``. Skip the subpackages unless you need them (each
+``chunks.py``, ``results.py``, ``device.py``; ``_atomic_save.py`` writes a file whole or not at all. Skip the subpackages unless you need them (each
 ``__init__`` says when): ``fast/`` and ``kernels/`` (speed), ``estimator/`` (the scikit-learn
 estimator), ``analysis/`` (evaluation, layer inspection, the broad tasks), ``io/`` (model files of
 every format), ``training/``, ``variants/`` and ``reference/`` (the circuit variants and their

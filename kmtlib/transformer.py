@@ -31,7 +31,7 @@ from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
-from .io.atomic_save import atomic_torch_save
+from ._atomic_save import atomic_torch_save
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
 from .objective import _kmeans_objective, _nearest_center

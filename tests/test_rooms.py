@@ -28,6 +28,7 @@ ROOMS: dict[str, str] = {
     # maths: tasks, initialisation, Lloyd, the objective, attention maps, the references, helpers
     "kmtlib._checks": "maths",
     "kmtlib._numerics": "maths",
+    "kmtlib._atomic_save": "maths",  # (a file written whole or not at all: model files, checkpoints)
     "kmtlib.results": "maths",
     "kmtlib.device": "maths",
     "kmtlib.tasks": "maths",
@@ -72,7 +73,6 @@ ROOMS: dict[str, str] = {
     "kmtlib.constructions": "model",
     "kmtlib.learned": "model",
     "kmtlib.io": "model",
-    "kmtlib.io.atomic_save": "model",
     "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
     "kmtlib.variants.circuit": "model",

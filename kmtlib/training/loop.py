@@ -20,7 +20,7 @@ import torch
 from .._version import __version__
 from ..device import resolve_device
 from ..init import init_centers
-from ..io.atomic_save import atomic_torch_save
+from .._atomic_save import atomic_torch_save
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .._checks import check_int
-from ..io.atomic_save import fsync_dir
+from .._atomic_save import fsync_dir
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
