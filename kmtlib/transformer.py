@@ -26,12 +26,12 @@ import torch
 from torch import Tensor, nn
 
 from . import fast as fast_path
+from ._atomic_save import atomic_torch_save
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
-from ._atomic_save import atomic_torch_save
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
 from .objective import _kmeans_objective, _nearest_center

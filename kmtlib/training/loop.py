@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
+from .._atomic_save import atomic_torch_save
 from .._version import __version__
 from ..device import resolve_device
 from ..init import init_centers
-from .._atomic_save import atomic_torch_save
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )

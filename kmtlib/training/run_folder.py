@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from .._checks import check_int
 from .._atomic_save import fsync_dir
+from .._checks import check_int
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
