@@ -1,4 +1,4 @@
-"""kmtlib.analysis.broad_tasks: the broad training family, its normalisation, and the training options
+"""kmtlib.domain.broad_tasks: the broad training family, its normalisation, and the training options
 that use it (--tasks broad, --init-from)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, sample_broad_tasks, spread_normalise
+from kmtlib.domain.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, sample_broad_tasks, spread_normalise
 from kmtlib.training import TrainConfig, train
 
 F64 = torch.float64

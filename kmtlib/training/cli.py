@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_any_k_options(p, d)
     p.add_argument(
         "--tasks", choices=TASK_FAMILIES, default=d.tasks,
-        help="training tasks: the paper's mixtures or the broad family of kmtlib.analysis.broad_tasks "
+        help="training tasks: the paper's mixtures or the broad family of kmtlib.domain.broad_tasks "
         "(default %(default)s)",
     )
     p.add_argument(

@@ -26,7 +26,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 TASK_FAMILIES: tuple[str, ...] = ("paper", "broad")
 """The training task distributions: the paper's (:func:`kmtlib.sample_tasks` with ``family`` and
-``scale``) or the broad family of :func:`kmtlib.analysis.broad_tasks.sample_broad_tasks`."""
+``scale``) or the broad family of :func:`kmtlib.domain.broad_tasks.sample_broad_tasks`."""
 
 STARTS: tuple[str, ...] = ("random", "estimator")
 """Where a training step starts the layer: ``"random"`` (a random k-subset of the task's points,

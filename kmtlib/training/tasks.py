@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from ..analysis.broad_tasks import sample_broad_tasks
 from ..device import resolve_device
+from ..domain.broad_tasks import sample_broad_tasks
 from ..init import init_centers
 from ..lloyd import lloyd
 from ..objective import _kmeans_objective
