@@ -232,13 +232,13 @@ def test_command_line_writes_one_folder_per_seed(tmp_path, capsys):
 def test_group_command_sharing_a_folder_is_refused_in_one_line(tmp_path):
     """``python -m kmtlib.train --seeds ...`` into a folder another process trains in: one
     ``error:`` line, no traceback (the RunInUseError raised is the one the command catches)."""
-    from kmtlib.training.run_folder import _run_lock
+    from kmtlib.training.run_folder import run_lock
 
     out = tmp_path / "grp"
     (out / "seed41").mkdir(parents=True)
     args = ["--d", "4", "--k", "3", "--n", "24", "--batch", "4", "--eval-every", "5", "--val-batches", "1",
             "--steps", "5", "--quiet", "--seeds", "41,42", "--out", str(out)]  # fmt: skip
-    with _run_lock(out / "seed41"):
+    with run_lock(out / "seed41"):
         proc = subprocess.run([sys.executable, "-m", "kmtlib.train", *args], capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: ") and "in use by another training process" in proc.stderr, proc.stderr

@@ -47,7 +47,7 @@ from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer
 from .config import TrainConfig
 from .loop import _Run, prints_rows, progress_bar, tune_malloc
-from .run_folder import _run_lock, check_run_options, checked_run_folder
+from .run_folder import check_run_options, checked_run_folder, run_lock
 
 SHARED: tuple[str, ...] = ("d", "k", "n", "embedding", "code_width", "batch", "gamma", "dtype", "device")
 """The options every run of a group must share (they fix the shapes of the stacked pass)."""
@@ -106,7 +106,7 @@ def train_group(
         out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as locks:
         for out in outs:
-            locks.enter_context(_run_lock(out))
+            locks.enter_context(run_lock(out))
         return _train_group_locked(
             runs, outs, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command, name
         )

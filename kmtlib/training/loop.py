@@ -37,23 +37,19 @@ from .estimator_use import (
 from .provenance import _sha256, source_fingerprint
 from .resume import _resume_point, _ResumePoint
 from .run_folder import (
-    _LOG_HEADER,
-    BEST_FILE,
-    CHECKPOINT_FILE,
-    LOG_FILE,
-    MANIFEST_FILE,
-    MODEL_FILE,
+    LOG_HEADER,
+    MANIFEST_FILES,
     PATHS_NOTE,
-    PREVIOUS_FILE,
     RUN_FILES,
     RunFolderError,
-    _atomic_write_text,
-    _format_row,
-    _remove_temporaries,
-    _run_lock,
+    atomic_write_text,
     check_run_options,
     checked_run_folder,
+    format_row,
     parse_log,
+    remove_temporaries,
+    run_lock,
+    run_paths,
 )
 from .state import _new_training_state, _rng_states, _set_rng_states
 from .tasks import _sample, _validate, estimator_validation_batches, make_validation_batches
@@ -108,7 +104,7 @@ def train(
     stop_at, threads = check_run_options(stop_at, threads, resume, overwrite)
     out = checked_run_folder(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with _run_lock(out):
+    with run_lock(out):
         return _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command)
 
 
@@ -204,8 +200,9 @@ class _Run:
 
     def __init__(self, config: TrainConfig, out: Path, command: str | None) -> None:
         self.config, self.out, self.command = config, out, command
-        self.last_path, self.previous_path = out / CHECKPOINT_FILE, out / PREVIOUS_FILE
-        self.best_path, self.log_path = out / BEST_FILE, out / LOG_FILE
+        paths = run_paths(out)
+        self.last_path, self.previous_path = paths.checkpoint, paths.previous
+        self.best_path, self.log_path = paths.best, paths.log
         self.device = resolve_device(config.device)
         self.dtype = _DTYPES[config.dtype]
         self.seeds = derive_seeds(config.seed)
@@ -242,7 +239,7 @@ class _Run:
     def prepare(self) -> None:
         """Repair or clear the folder (nothing refuses from here on)."""
         out, notes = self.out, self.notes
-        removed = _remove_temporaries(out)
+        removed = remove_temporaries(out)
         if removed:
             _say(notes, f"{out}: removed {len(removed)} temporary file(s) of a save that was killed "
                         f"({', '.join(removed)})")  # fmt: skip
@@ -293,8 +290,8 @@ class _Run:
             self.point = None
         else:
             torch.manual_seed(self.seeds["torch"])  # only the "explicit" kernel draws from the global RNG
-            self.log_text = _LOG_HEADER + "\n"
-            _atomic_write_text(self.log_path, self.log_text)
+            self.log_text = LOG_HEADER + "\n"
+            atomic_write_text(self.log_path, self.log_text)
         self.t_start = time.perf_counter()
 
     @property
@@ -370,7 +367,7 @@ class _Run:
         }
         # The row goes to log.csv first and into the checkpoint with the whole log: a kill
         # between the two leaves a row that the next resume drops and trains again.
-        text = _format_row(row)
+        text = format_row(row)
         with open(self.log_path, "a", newline="") as f:
             f.write(text)
         self.log_text += text
@@ -431,9 +428,9 @@ class _Run:
         }
         if status != "finished":
             return summary
-        model_path = self.model.save(self.out / MODEL_FILE)
+        model_path = self.model.save(run_paths(self.out).model)
         manifest = self.manifest(summary)
-        _atomic_write_text(self.out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+        atomic_write_text(run_paths(self.out).manifest, json.dumps(manifest, indent=2) + "\n")
         summary["model_path"] = str(model_path)
         return summary
 
@@ -466,13 +463,7 @@ class _Run:
             "final_val_log_objective": summary["final_val_log_objective"],
             "best_val_rel_objective": summary["best_val_rel_objective"],
             "best_step": summary["best_step"],
-            "files": {
-                "model": MODEL_FILE,
-                "best": BEST_FILE,
-                "checkpoint": CHECKPOINT_FILE,
-                "previous_checkpoint": PREVIOUS_FILE,
-                "log": LOG_FILE,
-            },
+            "files": dict(MANIFEST_FILES),
         }
 
 
