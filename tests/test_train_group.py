@@ -29,8 +29,8 @@ from kmtlib.io.model_file import load_model
 from kmtlib.losses import _smoothed_objective
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
-from kmtlib.training.state import _new_training_state
-from kmtlib.training.tasks import _sample
+from kmtlib.training.state import new_training_state
+from kmtlib.training.tasks import sample_batch
 
 # Seeds, loss temperatures and dropout rates of the runs of one group (none of them a shipped run's).
 RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))
@@ -61,10 +61,10 @@ def _weights(path: Path, name: str = "model.pt") -> dict[str, torch.Tensor]:
 
 def _one_step(configs: list[TrainConfig], stacked: bool, products: str = "auto"):
     """The centres after one training step and every run's gradients, stacked or one by one."""
-    states = [_new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
+    states = [new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
     xs, cs = [], []
     for c, state in zip(configs, states):
-        X = _sample(c, state.generators["train"], torch.device("cpu"), getattr(torch, c.dtype))
+        X = sample_batch(c, state.generators["train"], torch.device("cpu"), getattr(torch, c.dtype))
         xs.append(X)
         cs.append(init_centers(X, c.k, "random", generator=state.generators["train"]))
     if stacked:

@@ -1,4 +1,4 @@
-"""The training loop: :func:`train` one run, the :class:`_Run` that the single-run and the group
+"""The training loop: :func:`train` one run, the :class:`TrainingRun` that the single-run and the group
 trainers drive, one training step (:func:`step_alone`) and the allocator tuning."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..io.model_file import (
 )
 from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer, TrainingDomain
-from .config import _DTYPES, TrainConfig, derive_seeds
+from .config import DTYPES, TrainConfig, derive_seeds
 from .estimator_use import (
     EstimatorBatch,
     estimator_batch,
@@ -34,8 +34,8 @@ from .estimator_use import (
     layer_final_centers,
     lloyd_gap_loss,
 )
-from .provenance import _sha256, source_fingerprint
-from .resume import _resume_point, _ResumePoint
+from .provenance import file_sha256, source_fingerprint
+from .resume import ResumePoint, resume_point
 from .run_folder import (
     LOG_HEADER,
     MANIFEST_FILES,
@@ -51,8 +51,8 @@ from .run_folder import (
     run_lock,
     run_paths,
 )
-from .state import _new_training_state, _rng_states, _set_rng_states
-from .tasks import _sample, _validate, estimator_validation_batches, make_validation_batches
+from .state import new_training_state, rng_states, set_rng_states
+from .tasks import estimator_validation_batches, make_validation_batches, sample_batch, validate_groups
 
 
 def train(
@@ -113,7 +113,7 @@ def _train_locked(
 ) -> dict[str, Any]:
     if threads is not None:
         torch.set_num_threads(threads)
-    run = _Run.open(config, out, resume, overwrite, command)  # every refusal happens here
+    run = TrainingRun.open(config, out, resume, overwrite, command)  # every refusal happens here
     run.prepare()
     if tune_memory and run.device.type == "cpu":
         tune_malloc()
@@ -191,7 +191,7 @@ def _say(notes: list[str], text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class _Run:
+class TrainingRun:
     """One run during training: its folder, its training state and its records (log, checkpoints,
     best model, manifest). The trainer of one run (:func:`train`) and of a group of runs
     (:func:`kmtlib.training.group.train_group`) drive the same object, so a run's folder holds the same
@@ -204,11 +204,11 @@ class _Run:
         self.last_path, self.previous_path = paths.checkpoint, paths.previous
         self.best_path, self.log_path = paths.best, paths.log
         self.device = resolve_device(config.device)
-        self.dtype = _DTYPES[config.dtype]
+        self.dtype = DTYPES[config.dtype]
         self.seeds = derive_seeds(config.seed)
         self.training_ks = config.training_ks()
         self.notes: list[str] = []
-        self.point: _ResumePoint | None = None
+        self.point: ResumePoint | None = None
         self.existing: list[str] = []
         self.print_rows = False
         self.callback: Callable[[dict[str, Any]], None] | None = None
@@ -219,7 +219,7 @@ class _Run:
         self.manifest_extra: dict[str, Any] = {}  # (what a group trainer adds: the runs trained together)
 
     @classmethod
-    def open(cls, config: TrainConfig, out: Path, resume: bool, overwrite: bool, command: str | None) -> _Run:
+    def open(cls, config: TrainConfig, out: Path, resume: bool, overwrite: bool, command: str | None) -> TrainingRun:
         """Check the folder for this run (every refusal happens here, before any change)."""
         run = cls(config, out, command)
         run.existing = [name for name in RUN_FILES if (out / name).exists()]
@@ -227,7 +227,7 @@ class _Run:
             if (out / name).is_dir():  # (no repair or overwrite could replace it by a file)
                 raise RunFolderError(f"{out / name}: a folder where the run keeps its {name} file: move it away")
         if resume:
-            run.point = _resume_point(config, out, run.device, run.seeds)
+            run.point = resume_point(config, out, run.device, run.seeds)
         elif run.existing and not overwrite:
             raise FileExistsError(
                 f"{out} already holds a training run ({', '.join(run.existing)}): pass --resume (resume=True) to "
@@ -261,7 +261,7 @@ class _Run:
         config, device = self.config, self.device
         self.source = source_fingerprint()
         self.print_rows, self.callback = print_rows, callback
-        state = _new_training_state(config, device, self.seeds) if self.point is None else self.point.state
+        state = new_training_state(config, device, self.seeds) if self.point is None else self.point.state
         self.model, self.optimizer, self.scheduler = state.model, state.optimizer, state.scheduler
         self.generators = state.generators
         if config.loss == "lloyd_gap":
@@ -285,7 +285,7 @@ class _Run:
             self.log_text = self.point.log_text
             # Again, now: checking the folder built models (load_model, build_model), which draws
             # initial weights from the global random stream.
-            _set_rng_states(payload["rng"], self.generators, device)
+            set_rng_states(payload["rng"], self.generators, device)
             self.final_row = parse_log(self.log_text, self.log_path)[-1]
             self.point = None
         else:
@@ -317,7 +317,7 @@ class _Run:
         k = config.k
         if config.mixed_k:  # (drawn from the training stream: a run of one k draws nothing here)
             k = self.training_ks[int(torch.randint(len(self.training_ks), (), generator=g, device=self.device))]
-        X = _sample(config, g, self.device, self.dtype, k)
+        X = sample_batch(config, g, self.device, self.dtype, k)
         return X, init_centers(X, k, "random", generator=g), k
 
     def draw_estimator_batch(self) -> EstimatorBatch:
@@ -353,7 +353,7 @@ class _Run:
         if config.loss == "lloyd_gap":
             rel, logobj = estimator_use_metrics(model, self.estimator_validation, config.layer_steps)
         else:
-            rel, logobj = _validate(model, self.validation, config.batch)
+            rel, logobj = validate_groups(model, self.validation, config.batch)
         if step > 0:
             self.scheduler.step(rel)
         wall_s = self.wall()
@@ -399,7 +399,7 @@ class _Run:
                 "model": model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
-                "rng": _rng_states(self.generators, self.device),
+                "rng": rng_states(self.generators, self.device),
                 "log_text": self.log_text,  # (the log is small: a few hundred rows)
                 "log_bytes": len(self.log_text.encode()),
                 "best": self.best,
@@ -445,7 +445,7 @@ class _Run:
             "config": dataclasses.asdict(config),
             "seed": config.seed,
             "derived_seeds": self.seeds,
-            **({"init_from_sha256": _sha256(config.init_from)} if config.init_from else {}),
+            **({"init_from_sha256": file_sha256(config.init_from)} if config.init_from else {}),
             "steps": step,
             "kmtlib_version": __version__,
             **self.source,

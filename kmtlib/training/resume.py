@@ -19,7 +19,7 @@ from ..io.model_file import (
     check_state_dict,
     load_model,
 )
-from .config import TrainConfig, _config_differences
+from .config import TrainConfig, config_differences
 from .run_folder import (
     CHECKPOINT_WHAT,
     DAMAGED,
@@ -32,14 +32,14 @@ from .run_folder import (
     read_log,
     run_paths,
 )
-from .state import _new_training_state, _set_rng_states, _TrainingState
+from .state import TrainingState, new_training_state, set_rng_states
 
 
 @dataclass
-class _ResumePoint:
+class ResumePoint:
     """A checked checkpoint to continue from, and the repairs to make before continuing."""
 
-    state: _TrainingState
+    state: TrainingState
     payload: dict[str, Any]
     log_text: str  # the log up to the checkpoint's step, as it must stand on disk
     notes: list[str] = field(default_factory=list)  # one line per repair, said when they are made
@@ -48,7 +48,7 @@ class _ResumePoint:
 
 def _open_checkpoint(
     path: Path, config: TrainConfig, device: torch.device, seeds: dict[str, int]
-) -> tuple[_TrainingState, dict[str, Any], str | None]:
+) -> tuple[TrainingState, dict[str, Any], str | None]:
     """Read a checkpoint and load it into a fresh training state.
 
     Raises FileNotFoundError / ModelFileError where the file is missing or damaged (a previous
@@ -56,14 +56,14 @@ def _open_checkpoint(
     do instead: the folder is not this run's).
     """
     payload = read_checkpoint(path)
-    mismatched = _config_differences(payload["config"], config)
+    mismatched = config_differences(payload["config"], config)
     if mismatched:
         raise RunFolderError(
             f"{path}: the checkpoint of another run ({'; '.join(mismatched)}): resume it with its own options, "
             f"or start this run in another folder (or --overwrite)"
         )
     # The log as it stood at the checkpoint: carried in the checkpoint itself (older checkpoints
-    # carry only its length; _resume_point then takes it from log.csv).
+    # carry only its length; resume_point then takes it from log.csv).
     log_text = payload.get("log_text")
     if log_text is not None:
         try:
@@ -74,13 +74,13 @@ def _open_checkpoint(
             raise ModelFileError(
                 f"{path}: damaged {CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})"
             )
-    state = _new_training_state(config, device, seeds)
+    state = new_training_state(config, device, seeds)
     try:
         check_state_dict(payload["model"], path, CHECKPOINT_WHAT, "model")
         state.model.load_state_dict(payload["model"])
         state.optimizer.load_state_dict(payload["optimizer"])
         state.scheduler.load_state_dict(payload["scheduler"])
-        _set_rng_states(payload["rng"], state.generators, device)
+        set_rng_states(payload["rng"], state.generators, device)
         best = payload["best"]
         if not (best.get("step") is None or isinstance(best.get("step"), int)) or not isinstance(
             best.get("val_rel_objective"), float
@@ -105,7 +105,7 @@ def _problem(exc: BaseException, path: Path) -> str:
     return "missing" if isinstance(exc, FileNotFoundError) else text
 
 
-def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int]) -> _ResumePoint | None:
+def resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int]) -> ResumePoint | None:
     """Decide how a run folder is resumed, checking every file first and changing none.
 
     Returns None where the folder holds no run yet (a fresh start loses nothing), else the
@@ -142,7 +142,7 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
             f"{threads}; the result will not be bit-identical to an uninterrupted run",
             stacklevel=4,
         )
-    point = _ResumePoint(state, payload, "", notes)
+    point = ResumePoint(state, payload, "", notes)
     paths = run_paths(out)
     point.log_text = _plan_log(point, paths.log, used, log_text, step)
     _plan_best(point, paths.best, used)
@@ -152,7 +152,7 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
 
 def _newest_checkpoint(
     config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int], notes: list[str]
-) -> tuple[_TrainingState, dict[str, Any], str | None, Path] | None:
+) -> tuple[TrainingState, dict[str, Any], str | None, Path] | None:
     """The newest usable checkpoint, opened: ``last.pt``, else ``previous.pt`` (said in ``notes``);
     None where the folder holds no run yet; a RunFolderError where neither can be resumed."""
     paths = run_paths(out)
@@ -211,7 +211,7 @@ def _fresh_start_loses(out: Path) -> str | None:
     return None
 
 
-def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, step: int) -> str:
+def _plan_log(point: ResumePoint, log: Path, used: Path, log_text: str | None, step: int) -> str:
     """Compare log.csv with the checkpoint's copy; plan its repair; return the log as it must be."""
     try:
         disk = log.read_bytes().decode("utf-8", errors="replace")
@@ -301,7 +301,7 @@ def _clip(text: str, limit: int = 50) -> str:
     return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
 
 
-def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
+def _plan_best(point: ResumePoint, best_path: Path, used: Path) -> None:
     """Check best.pt against the best model the checkpoint holds; plan its repair."""
     best_state, best_step = point.payload.get("best_model"), point.payload["best"].get("step")
     if best_state is None or best_step is None:
@@ -331,7 +331,7 @@ def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
     point.repairs.append(lambda: model.save(best_path))
 
 
-def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
+def _plan_results(point: ResumePoint, out: Path, config: TrainConfig) -> None:
     """Check a finished run's manifest.json and model.pt (written again when the run finishes)."""
     manifest = run_paths(out).manifest
     if manifest.exists():
@@ -346,7 +346,7 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
             )
             point.repairs.append(lambda: os.replace(manifest, manifest.with_name(manifest.name + DAMAGED)))
         else:
-            mismatched = _config_differences(saved.get("config"), config)
+            mismatched = config_differences(saved.get("config"), config)
             if mismatched:
                 raise RunFolderError(
                     f"{manifest}: the manifest of another run ({'; '.join(mismatched[:4])}): this folder mixes runs; "
