@@ -41,17 +41,17 @@ QUICK = {"n": 48, "batch": 4, "runs": (2,)}
 def _runs(S: int, n: int, d: int, k: int, batch: int, seed: int, device: str):
     """S training states of the shape, as the trainer builds them (own weights, Adam, streams)."""
     from kmtlib.training import TrainConfig, derive_seeds
-    from kmtlib.training.state import _new_training_state
+    from kmtlib.training.state import new_training_state
 
     configs = [TrainConfig(d=d, k=k, n=n, batch=batch, seed=seed + s, device=device) for s in range(S)]
-    return configs, [_new_training_state(c, torch.device(device), derive_seeds(c.seed)) for c in configs]
+    return configs, [new_training_state(c, torch.device(device), derive_seeds(c.seed)) for c in configs]
 
 
 def _draw(config, state, device: str):
     from kmtlib.init import init_centers
-    from kmtlib.training.tasks import _sample
+    from kmtlib.training.tasks import sample_batch
 
-    X = _sample(config, state.generators["train"], torch.device(device), torch.float32)
+    X = sample_batch(config, state.generators["train"], torch.device(device), torch.float32)
     return X, init_centers(X, config.k, "random", generator=state.generators["train"])
 
 

@@ -21,11 +21,12 @@ Reading order. The top level of the package is the paper; read it beside the pap
    ``whole_pass(model)`` asks by name for a fixed-weight model's whole pass by one kernel.
 
 Helpers of the maths: ``_checks.py`` (input checks), ``_numerics.py`` (exact distances and ties),
-``chunks.py``, ``results.py``, ``device.py``. Skip the subpackages unless you need them (each
-``__init__`` says when): ``fast/`` and ``kernels/`` (speed), ``estimator/`` (the scikit-learn
-estimator), ``analysis/`` (evaluation, layer inspection, the broad tasks), ``io/`` (model files of
-every format), ``training/``, ``variants/`` and ``reference/`` (the circuit variants and their
-reference algorithms).
+``chunks.py``, ``results.py``, ``device.py``; ``_atomic_save.py`` (a file written whole or not at
+all). Skip the subpackages unless you need them (each ``__init__`` says when): ``fast/`` and
+``kernels/`` (speed), ``estimator/`` (the scikit-learn estimator), ``domain/`` (a trained layer's
+domain: the broad tasks, the map of a user's data into it), ``analysis/`` (evaluation, layer
+inspection), ``io/`` (model files of every format), ``training/``, ``variants/`` and
+``reference/`` (the circuit variants and their reference algorithms).
 
 Tensors are batched with rows as tokens: points ``X`` are (B, n, d), centres ``C`` are (B, k, d).
 (``kmtlib.training``, the training package, and its command ``kmtlib.train`` are not imported here

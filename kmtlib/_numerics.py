@@ -8,6 +8,10 @@ error. A matrix product does not promise that: BLAS kernels add the terms of a d
 order that can depend on the position of the key in the kernel's tile, and differs from one CPU
 to another. :func:`tie_equal_keys` makes equal keys score equally whatever the product did: it
 finds the equal keys by exact comparison and copies the scores of the first copy to the others.
+Where several entries tie, the lowest index wins (Lloyd's rule): :func:`lowest_true_`, the label
+search of Lloyd's assignment, of the hard attention and of the kernels, is the fast form of the
+plain formula :func:`lowest_true_plain` (``argmax`` of the mask, whose first-index rule torch
+documents); the tests pin one to the other.
 
 Range. The expanded square ``||x||^2 - 2 x.c + ||c||^2`` overflows when the coordinates pass
 about ``sqrt(max)`` of the dtype (1.8e19 in float32, 1.3e154 in float64) and loses the dtype's
@@ -37,7 +41,37 @@ from collections.abc import Callable
 import torch
 
 from .chunks import chunk_size, in_chunks
-from .kernels.labels import lowest_true_
+
+
+# ------------------------------------------------------------------------------------ ties
+def lowest_true_plain(mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """The lowest index along ``dim`` at which ``mask`` is True; ``mask.shape[dim]`` where it is
+    True nowhere (the plain formula)."""
+    index = torch.argmax(mask.to(torch.uint8), dim=dim)
+    return torch.where(mask.any(dim=dim), index, mask.shape[dim])
+
+
+def lowest_true_(mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """The lowest index along ``dim`` at which the boolean ``mask`` is True (int64, ``dim``
+    removed); ``mask.shape[dim]`` where it is True nowhere. ``mask`` is overwritten (pass a
+    temporary).
+
+    The label search of Lloyd's assignment and of the limit model: weight ``r - j`` on the True
+    entries ``j``, so that the largest weight marks the lowest index. This is ``argmax`` with its
+    first-index tie rule made explicit instead of left to the backend; a reduction across
+    ``dim`` (for example k rows of length n) vectorises along the other dimensions, and with at
+    most 255 entries the weights fit in a byte, written in place into the mask's own memory.
+    """
+    r = mask.shape[dim]
+    shape = [1] * mask.dim()
+    shape[dim] = r
+    if r <= 255:
+        weights = torch.arange(r, 0, -1, dtype=torch.uint8, device=mask.device).view(shape)
+        top = mask.view(torch.uint8).mul_(weights).amax(dim=dim).long()
+    else:
+        top = (mask * torch.arange(r, 0, -1, device=mask.device).view(shape)).amax(dim=dim)
+    return top.neg_().add_(r)
+
 
 PAIRWISE_LIMIT = 1 << 16
 """Up to this many key pairs per batch, equal keys are found by comparing all pairs directly."""

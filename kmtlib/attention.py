@@ -28,9 +28,9 @@ import torch
 from ._checks import check_positive_float
 from ._numerics import (
     euclidean_scores,
+    lowest_true_,
     times_gamma,
 )
-from .kernels.labels import lowest_true_
 from .kernels.weights import unnormalised_row_weights_
 
 AttentionMap = Callable[..., torch.Tensor]
@@ -214,7 +214,8 @@ def register_attention_map(name: str, fn: AttentionMap, *, overwrite: bool = Fal
     """Add an attention map to :data:`ATTENTION_MAPS` under ``name`` (for example ``"sparsemax"``).
 
     ``fn(scores, gamma, **options)`` must map (B, m, r) scores to (B, m, r) weights row by row
-    (rows are processed independently, which lets :func:`attend` split queries into chunks).
+    (rows are processed independently, which lets :meth:`kmtlib.layer.AttentionBlock.forward` split
+    the queries into slices).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"an attention map needs a non-empty string name, got {name!r}")

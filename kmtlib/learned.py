@@ -67,7 +67,20 @@ def trainable_config(
     maps are :class:`~kmtlib.equivariant.EquivariantMap`\ s that spread numbers over the cluster
     coordinates as ``cluster_broadcast`` says, and the layer reads any number of clusters (``k``
     then only sets D in the temperature). ``embedding="codes"`` reads any number of clusters too,
-    through random codes of width ``code_width`` (:class:`~kmtlib.embedding.CodeEmbedding`)."""
+    through random codes of width ``code_width`` (:class:`~kmtlib.embedding.CodeEmbedding`).
+
+    Args:
+        d, k: data dimension and number of centres.
+        embedding: ``"onehot"`` (tokens of width d + k, the paper's main model), ``"data"`` (width
+            d, the d-only ablation; ``"none"`` is its old name) or ``"codes"`` (width d + m).
+        gamma: attention inverse temperature (> 0); the scores are -gamma ||q-k||^2 / sqrt(D).
+        dropout: dropout rate on every attention matrix, in [0, 1); active only in ``train()``
+            mode (see the module docstring for why).
+        any_k: one layer for any number of clusters: the model then runs on centres ``C0`` of any k.
+        cluster_broadcast: for ``any_k``, how the maps spread one number over the k cluster
+            coordinates (``"ones"``, ``"mean"`` or ``"unit"``; :mod:`kmtlib.equivariant`).
+        code_width: the width of the random cluster codes of ``embedding="codes"``.
+    """
     if not isinstance(any_k, bool):
         raise TypeError(f"any_k must be True or False, got {any_k!r}")
     d = check_int("d", d, minimum=1)

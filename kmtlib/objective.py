@@ -18,13 +18,13 @@ import torch
 
 from ._checks import check_centers, check_points
 from ._numerics import (
+    lowest_true_,
     magnitudes,
     power_of_two_exponents,
     square_range,
     tie_equal_keys,
     times_power_of_two,
 )
-from .kernels.labels import lowest_true_
 from .kernels.layout import copy_transposed_
 from .kernels.scratch import Scratch, needs_autograd
 
@@ -64,7 +64,7 @@ def data_shift(X: torch.Tensor) -> torch.Tensor | None:
 
     Why conditional (measured on the book's kinds of tasks, values in [0, 1]^d, with
     seeded runs: 2 000 :func:`~kmtlib.sample_tasks` tasks of every family in float32
-    and float64, 1 000 :func:`~kmtlib.analysis.broad_tasks.sample_broad_tasks` tasks): there the largest
+    and float64, 1 000 :func:`~kmtlib.domain.broad_tasks.sample_broad_tasks` tasks): there the largest
     coordinate is at most 2 times the largest centred one (min-max rescaled coordinates give
     exactly 2), so no book task is shifted and every book number stays bitwise. Shifting always
     would change them: from the same starts, 10 Lloyd steps gave other labels in 4 of 200

@@ -53,12 +53,12 @@ FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
 
 TARGET_TOTAL_VARIANCE = 1.6
 """The total variance (the mean squared distance of a task's points to their mean) that
-:func:`kmtlib.analysis.broad_tasks.spread_normalise` gives every task of the broad family (and
+:func:`kmtlib.domain.broad_tasks.spread_normalise` gives every task of the broad family (and
 ``TransformerKMeans`` a user's data): about that of the paper's tasks at d = 32 (1.62 at
 k = 10), so that a layer trained on them meets distances of the size it was trained on."""
 
 CENTRE = 0.5
-"""Where :func:`kmtlib.analysis.broad_tasks.spread_normalise` puts the mean of the filled
+"""Where :func:`kmtlib.domain.broad_tasks.spread_normalise` puts the mean of the filled
 coordinates (the middle of the unit cube, where the mean of the paper's tasks lies)."""
 
 

@@ -26,12 +26,12 @@ import torch
 from torch import Tensor, nn
 
 from . import fast as fast_path
+from ._atomic_save import atomic_torch_save
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
 from .embedding import make_embedding
 from .equivariant import EquivariantMap
-from .io.atomic_save import atomic_torch_save
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
 from .objective import _kmeans_objective, _nearest_center
@@ -118,40 +118,27 @@ class KMeansTransformer(nn.Module):
         cls,
         d: int,
         k: int,
-        embedding: str = "onehot",
-        gamma: float = 1.0,
-        dropout: float = 0.01,
+        *,
         fast: bool = True,
-        any_k: bool = False,
-        cluster_broadcast: str = "ones",
-        code_width: int = 0,
         generator: torch.Generator | int | None = None,
         dtype: torch.dtype | None = None,
         device: str | torch.device | None = None,
+        **options: Any,
     ):
         """The learnable single layer of the paper's learning experiments, re-embedding before every
-        step: the blocks of :func:`~kmtlib.learned.trainable_config` with the weights of
-        :func:`~kmtlib.learned.init_trainable_weights`.
+        step: the blocks of :func:`~kmtlib.learned.trainable_config` (``d``, ``k`` and its options:
+        ``embedding``, ``gamma``, ``dropout``, ``any_k``, ``cluster_broadcast``, ``code_width``) with
+        the weights of :func:`~kmtlib.learned.init_trainable_weights`.
 
         Args:
-            d, k: data dimension and number of centres.
-            embedding: ``"onehot"`` (tokens of width d + k, the paper's main model) or ``"data"``
-                (width d, the d-only ablation; ``"none"`` is its old name).
-            gamma: attention inverse temperature (> 0); the scores are -gamma ||q-k||^2 / sqrt(D).
-            dropout: dropout rate on every attention matrix, in [0, 1); active only in ``train()``
-                mode (see the module docstring for why).
-            any_k: one layer for any number of clusters (:func:`~kmtlib.learned.trainable_config`): the model then
-                runs on centres ``C0`` of any k.
-            cluster_broadcast: for ``any_k``, how the maps spread one number over the k cluster
-                coordinates (``"ones"``, ``"mean"`` or ``"unit"``; :mod:`kmtlib.equivariant`).
-            code_width: the width of the random cluster codes of ``embedding="codes"``.
+            d, k, options: those of :func:`~kmtlib.learned.trainable_config`.
             fast: the model's kernel switch (``model.fast``): True uses the hand-written Euclidean
                 soft-max kernel, False the formula (cdist + soft-max; dropout from the global RNG).
             generator: a ``torch.Generator`` or an integer seed for the initial weights (None: the
                 global RNG, so ``torch.manual_seed`` makes the initialisation deterministic).
             dtype, device: where the weights live (default float32, CPU).
         """
-        config = trainable_config(d, k, embedding, gamma, dropout, any_k, cluster_broadcast, code_width)
+        config = trainable_config(d, k, **options)
         if not isinstance(fast, bool):
             raise TypeError(f"fast must be True or False, got {fast!r}")
         generator = initial_weights_generator(generator)

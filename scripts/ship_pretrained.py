@@ -19,7 +19,7 @@ TARGET = ROOT / "kmtlib" / "pretrained"
 def _describe_tasks(config: dict) -> str:
     if config.get("tasks", "paper") == "broad":
         return (
-            "the broad family of `kmtlib.analysis.broad_tasks.sample_broad_tasks` (unequal cluster sizes and\n"
+            "the broad family of `kmtlib.domain.broad_tasks.sample_broad_tasks` (unequal cluster sizes and\n"
             "  spreads, elongated clusters, heavy tails, stray points in half of the tasks, 1 to 32 filled\n"
             "  coordinates; every task shifted and scaled as `TransformerKMeans` maps data), n = "
             f"{config['n']} points"

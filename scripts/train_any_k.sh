@@ -17,7 +17,7 @@
 #   FORM=codes   --embedding codes --code-width 32 (dense maps; random cluster codes drawn per task)
 # The default (no FORM) is the form of the shipped layers, "ones".
 #
-# TASKS=broad trains on the broad family of kmtlib.analysis.broad_tasks (run folder ..._broad_...) and
+# TASKS=broad trains on the broad family of kmtlib.domain.broad_tasks (run folder ..._broad_...) and
 # INIT_FROM=model.pt starts from a saved layer's weights (folder ..._warm_...), with LR (default
 # 0.01) as the learning rate: the broadly trained layer of TransformerKMeans (chapter 13) is
 #   FORM=codes K_MAX=32 HELD_OUT=5,9,13,24 TASKS=broad LR=0.002 STEPS=6000 \

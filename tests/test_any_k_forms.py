@@ -14,7 +14,7 @@ from kmtlib import KMeansTransformer
 from kmtlib.embedding import CodeEmbedding
 from kmtlib.equivariant import EquivariantMap, broadcast_weight
 from kmtlib.training import TrainConfig, read_log, train
-from kmtlib.training.config import _config_differences
+from kmtlib.training.config import config_differences
 
 F64 = torch.float64
 
@@ -123,8 +123,8 @@ def test_the_loss_temperature_per_k():
 def test_runs_written_before_the_new_options_still_resume():
     saved = {k: v for k, v in TrainConfig(k_min=2, k_max=16).__dict__.items()
              if k not in ("cluster_broadcast", "loss_temperature_rule", "code_width")}  # fmt: skip
-    assert _config_differences(saved, TrainConfig(k_min=2, k_max=16)) == []
-    assert _config_differences(saved, TrainConfig(k_min=2, k_max=16, cluster_broadcast="unit")) == [
+    assert config_differences(saved, TrainConfig(k_min=2, k_max=16)) == []
+    assert config_differences(saved, TrainConfig(k_min=2, k_max=16, cluster_broadcast="unit")) == [
         "cluster_broadcast: 'ones' there vs 'unit' now"
     ]
 

@@ -1,4 +1,4 @@
-"""kmtlib.analysis.broad_tasks: the broad training family, its normalisation, and the training options
+"""kmtlib.domain.broad_tasks: the broad training family, its normalisation, and the training options
 that use it (--tasks broad, --init-from)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, sample_broad_tasks, spread_normalise
+from kmtlib.domain.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, sample_broad_tasks, spread_normalise
 from kmtlib.training import TrainConfig, train
 
 F64 = torch.float64
@@ -141,11 +141,11 @@ def test_bad_task_options_are_named():
 def test_runs_written_before_the_options_resume(tmp_path):
     """A run folder whose manifest and checkpoint predate --tasks and --init-from resumes: a
     missing option counts as its default."""
-    from kmtlib.training.config import _config_differences
+    from kmtlib.training.config import config_differences
 
     saved = {k: v for k, v in TrainConfig().__dict__.items() if k not in ("tasks", "init_from")}
-    assert _config_differences(saved, TrainConfig()) == []
-    assert _config_differences(saved, TrainConfig(tasks="broad")) == ["tasks: 'paper' there vs 'broad' now"]
+    assert config_differences(saved, TrainConfig()) == []
+    assert config_differences(saved, TrainConfig(tasks="broad")) == ["tasks: 'paper' there vs 'broad' now"]
 
 
 @pytest.mark.parametrize("d", [1, 5, 32])

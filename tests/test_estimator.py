@@ -21,9 +21,9 @@ from sklearn.metrics import euclidean_distances
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
-import kmtlib.analysis.frame
+import kmtlib.domain.frame
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.analysis.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
+from kmtlib.domain.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
 from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, lloyd_to_fixed_point, means_readout, pretrained_model
 
 
@@ -132,7 +132,7 @@ def test_isotropic_map_is_invertible_and_padding_keeps_distances():
     np.testing.assert_allclose(Z[:, :5].mean(axis=0), CENTRE, rtol=0, atol=1e-12)
     assert ((Z - Z.mean(axis=0)) ** 2).sum(axis=1).mean() == pytest.approx(TARGET_TOTAL_VARIANCE, rel=1e-12)
     assert dm.scale == pytest.approx(np.sqrt(X.var(axis=0).sum() / TARGET_TOTAL_VARIANCE), rel=1e-12)
-    # the same shift and scale as the broad training tasks go through (kmtlib.analysis.broad_tasks.spread_normalise),
+    # the same shift and scale as the broad training tasks go through (kmtlib.domain.broad_tasks.spread_normalise),
     # in the data's principal axes
     padded = torch.zeros(1, 120, 32, dtype=torch.float64)
     padded[0, :, :5] = torch.from_numpy(X)
@@ -413,7 +413,7 @@ def _layer_candidate(X: np.ndarray, k: int, random_state: int, steps: int = 20) 
     domain, ``steps`` steps of the shipped layer (padding kept at 0), the map back, the read-out
     and Lloyd to a fixed point."""
     seeding = TransformerKMeans(k, model="theorem", steps=0, random_state=random_state).fit(X).cluster_centers_
-    unit = kmtlib.analysis.frame.data_unit(X)
+    unit = kmtlib.domain.frame.data_unit(X)
     Xu, Cu = X / unit, seeding / unit
     dm = DomainMap.fit(Xu, 32)
     model = pretrained_model()

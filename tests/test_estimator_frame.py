@@ -14,7 +14,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from kmtlib import KMeansTransformer, TransformerKMeans
-from kmtlib.analysis.frame import principal_frame
+from kmtlib.domain.frame import principal_frame
 from kmtlib.estimator import means_readout
 
 

@@ -8,7 +8,7 @@ import torch
 from sklearn.utils import check_random_state
 
 from kmtlib import TransformerKMeans, load_model
-from kmtlib.analysis.frame import data_unit
+from kmtlib.domain.frame import data_unit
 from kmtlib.estimator import DomainMap, lloyd_to_fixed_point, pretrained_model
 from kmtlib.training import TrainConfig, train
 from kmtlib.training.estimator_use import (

@@ -1,6 +1,6 @@
 """The speed kernels of kmtlib.kernels, each pinned to the plain formula it replaces.
 
-* :func:`kmtlib.kernels.labels.lowest_true_` against :func:`~kmtlib.kernels.labels.lowest_true_plain`;
+* :func:`kmtlib._numerics.lowest_true_` against :func:`~kmtlib._numerics.lowest_true_plain`;
 * the whole pass asked for by name (``kmtlib.whole_pass(model)``, :mod:`kmtlib.kernels.limit_model`)
   against the model's own loop, ``model(X, C0)``, which runs :meth:`kmtlib.layer.KMeansLayer.forward`
   with the blocks' kernels (and with ``model.fast = False`` the formula), for every option set of
@@ -26,11 +26,11 @@ import torch
 
 import kmtlib
 from kmtlib import KMeansTransformer
+from kmtlib._numerics import lowest_true_, lowest_true_plain
 from kmtlib.fast import whole_pass as whole_pass_module
 from kmtlib.fast.choice import attend, attention_kernel, closed_form_self_attention, writes_hard_assignment
 from kmtlib.kernels import limit_model
 from kmtlib.kernels.euclidean_softmax import euclidean_attention, explicit_euclidean_attention, sample_dropped
-from kmtlib.kernels.labels import lowest_true_, lowest_true_plain
 from kmtlib.kernels.point_attention import point_self_attention
 from kmtlib.objective import squared_distances
 from kmtlib.reference.soft import soft_kmeans

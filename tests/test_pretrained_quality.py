@@ -5,7 +5,7 @@ from one run.
 The README of ``kmtlib/pretrained/`` states the layer's validation result: after one step from
 random initial centres, its objective was ``v`` times that of one Lloyd step from the same centres
 (a mean over validation tasks of its training family, the broad tasks of
-:func:`kmtlib.analysis.broad_tasks.sample_broad_tasks` at d = 32, n = 512, at training k). The tests below
+:func:`kmtlib.domain.broad_tasks.sample_broad_tasks` at d = 32, n = 512, at training k). The tests below
 draw fresh tasks of that family and ask the same mean to lie within four standard errors of the
 test's own sample above ``v``: a layer as good as its README passes with room to spare, while a
 layer that clusters worse than the Lloyd step it was trained to beat (a broken embedding, a lost
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kmtlib.analysis.broad_tasks import sample_broad_tasks
+from kmtlib.domain.broad_tasks import sample_broad_tasks
 from kmtlib.estimator import pretrained_model
 from kmtlib.init import init_centers
 from kmtlib.lloyd import lloyd

@@ -28,15 +28,17 @@ ROOMS: dict[str, str] = {
     # maths: tasks, initialisation, Lloyd, the objective, attention maps, the references, helpers
     "kmtlib._checks": "maths",
     "kmtlib._numerics": "maths",
+    "kmtlib._atomic_save": "maths",  # (a file written whole or not at all: model files, checkpoints)
     "kmtlib.results": "maths",
     "kmtlib.device": "maths",
     "kmtlib.tasks": "maths",
-    "kmtlib.analysis": "maths",  # (the analysis package imports none of its modules)
-    "kmtlib.analysis.broad_tasks": "maths",
-    # (the map into a trained layer's domain and the data's own frame: the estimator's, and
-    # training's where it presents its tasks as the estimator presents data)
-    "kmtlib.analysis.domain_map": "maths",
-    "kmtlib.analysis.frame": "maths",
+    # (a trained layer's domain: the broad tasks, the data's own frame and the map into the domain
+    # and back; the estimator's, and training's where it presents its tasks as the estimator
+    # presents data)
+    "kmtlib.domain": "maths",  # (the package imports none of its modules)
+    "kmtlib.domain.broad_tasks": "maths",
+    "kmtlib.domain.domain_map": "maths",
+    "kmtlib.domain.frame": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",
@@ -54,7 +56,6 @@ ROOMS: dict[str, str] = {
     # kernels: leaves (tensors in, tensors out), beside the formulas they replace
     "kmtlib.kernels": "kernels",
     "kmtlib.kernels.euclidean_softmax": "kernels",
-    "kmtlib.kernels.labels": "kernels",
     "kmtlib.kernels.layout": "kernels",
     "kmtlib.kernels.limit_model": "kernels",
     "kmtlib.kernels.point_attention": "kernels",
@@ -73,7 +74,6 @@ ROOMS: dict[str, str] = {
     "kmtlib.constructions": "model",
     "kmtlib.learned": "model",
     "kmtlib.io": "model",
-    "kmtlib.io.atomic_save": "model",
     "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
     "kmtlib.variants.circuit": "model",
@@ -87,6 +87,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.train": "training",
     "kmtlib.fast.run_stack": "fast",
     # evaluation and inspection
+    "kmtlib.analysis": "evaluation",  # (the package imports none of its modules)
     "kmtlib.analysis.evaluate": "evaluation",
     "kmtlib.analysis.inspect_layer": "evaluation",
     # the scikit-learn estimator
@@ -211,6 +212,38 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return offenders
 
 
+def is_subfolder(place: str) -> bool:
+    """Whether ``place`` (a dotted name) is a subfolder of kmtlib (``kmtlib.io``)."""
+    parts = place.split(".")
+    return len(parts) == 2 and (PACKAGE / parts[1]).is_dir()
+
+
+def folder_of(module: str) -> str:
+    """The place of a module as a reader sees it: a top-level module is its own place, a module of
+    a subfolder (at any depth) is in that subfolder (``kmtlib.io.model_file`` -> ``kmtlib.io``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or is_subfolder(module) else module
+
+
+def mixed_folders(modules: list[str]) -> list[str]:
+    """The subfolders of kmtlib whose modules are not all in one room."""
+    rooms: dict[str, set[str]] = {}
+    for module in modules:
+        if is_subfolder(folder_of(module)):
+            rooms.setdefault(folder_of(module), set()).add(str(room_of(module)))
+    return [f"{folder}: {sorted(found)}" for folder, found in sorted(rooms.items()) if len(found) > 1]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with every module of a subfolder replaced by its folder (edges inside one folder
+    dropped)."""
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        source = folder_of(module)
+        folders.setdefault(source, set()).update(folder_of(t) for t in targets if folder_of(t) != source)
+    return folders
+
+
 # ----------------------------------------------------------------------------------- the tests
 def test_every_module_has_a_room():
     """A new module of kmtlib must be placed in a room (ROOMS above, CONTRIBUTING.md)."""
@@ -233,6 +266,22 @@ def test_rooms_import_down_only():
     assert not offenders, "imports that go up:\n" + "\n".join(offenders)
 
 
+def test_every_folder_is_one_room():
+    """A subfolder of kmtlib holds one concern, in one room (``analysis/`` held the maths of a
+    trained layer's domain beside the evaluation of a model)."""
+    mixed = mixed_folders(sorted(kmtlib_modules()))
+    assert not mixed, "folders whose modules are in more than one room (split them):\n" + "\n".join(mixed)
+
+
+def test_no_folder_level_arrow_up():
+    """Read as a reader sees the files (every subfolder one place, every top-level module one),
+    the imports still go down only: no folder imports a module that imports that folder (the
+    model saved its files by ``io/``, which reads model files and imports the model; the ties of
+    ``_numerics`` used a kernel that uses ``_numerics``)."""
+    cycle = find_cycle(folder_graph(import_graph()))
+    assert cycle is None, "folder-level import cycle (an arrow up): " + " -> ".join(cycle or [])
+
+
 def test_the_checks_see_what_they_claim(tmp_path):
     """The graph reader sees lazy, TYPE_CHECKING and relative imports and ``from . import x`` of a
     submodule; the search finds a cycle; an upward import is reported."""
@@ -253,6 +302,22 @@ def test_the_checks_see_what_they_claim(tmp_path):
     assert any("kmtlib.transformer (model)" in o for o in offenders)
     assert any("imports kmtlib (package)" in o for o in offenders)
     assert not any("kmtlib.kernels " in o for o in offenders)
+
+
+def test_the_folder_checks_see_what_they_claim():
+    """A folder that imports a module which imports that folder is a folder-level cycle (the
+    model saving through ``io/``, which imports the model); a folder of two rooms is mixed."""
+    graph = {
+        "kmtlib.transformer": {"kmtlib.io.atomic_save", "kmtlib.layer"},
+        "kmtlib.io.model_file": {"kmtlib.transformer"},
+        "kmtlib.io.atomic_save": set(),
+    }
+    assert find_cycle(graph) is None
+    assert find_cycle(folder_graph(graph)) == ["kmtlib.io", "kmtlib.transformer", "kmtlib.io"]
+    assert folder_of("kmtlib.transformer") == "kmtlib.transformer"
+    assert folder_of("kmtlib.io") == folder_of("kmtlib.io.model_file") == "kmtlib.io"
+    assert mixed_folders(["kmtlib.analysis.evaluate", "kmtlib.domain.frame", "kmtlib.tasks"]) == []
+    assert mixed_folders(["kmtlib.io.model_file", "kmtlib.io.evaluate"]) == ["kmtlib.io: ['None', 'model']"]
 
 
 @pytest.mark.parametrize("room", sorted(MAY_IMPORT))

@@ -150,12 +150,12 @@ def test_a_plan_of_two_runs_in_one_folder_is_refused(tmp_path):
 def test_two_sweeps_on_one_folder_end_in_one_line(tmp_path):
     """A sweep into a folder another process trains in: one ``error:`` line naming the folder in
     use, no traceback."""
-    from kmtlib.training.run_folder import _run_lock
+    from kmtlib.training.run_folder import run_lock
 
     out = tmp_path / "sweep"
     (out / "main" / "onehot_seed1").mkdir(parents=True)
     args = ["--seeds", "1", "--only", "onehot_seed1", "--steps", "1", "--threads", "1", "--out", str(out)]
-    with _run_lock(out / "main" / "onehot_seed1"):
+    with run_lock(out / "main" / "onehot_seed1"):
         proc = subprocess.run([sys.executable, "-m", "kmtbook.paper_sweep", *args], capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

@@ -221,11 +221,11 @@ def test_resume_with_other_thread_count_warns(tmp_path):
 
 def test_two_processes_cannot_train_into_one_folder(tmp_path):
     from kmtlib.training import RunInUseError
-    from kmtlib.training.run_folder import _run_lock
+    from kmtlib.training.run_folder import run_lock
 
     out = tmp_path / "run"
     out.mkdir()
-    with _run_lock(out):
+    with run_lock(out):
         with pytest.raises(RunInUseError, match="in use"):
             train(dict(TINY, steps=5), out, quiet=True)
         code = "import sys; from kmtlib.train import main; main(sys.argv[1:])"

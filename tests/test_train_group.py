@@ -29,8 +29,8 @@ from kmtlib.io.model_file import load_model
 from kmtlib.losses import _smoothed_objective
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
-from kmtlib.training.state import _new_training_state
-from kmtlib.training.tasks import _sample
+from kmtlib.training.state import new_training_state
+from kmtlib.training.tasks import sample_batch
 
 # Seeds, loss temperatures and dropout rates of the runs of one group (none of them a shipped run's).
 RUNS = ((4711, 10.0, 0.01), (8803, 4.0, 0.01), (2219, 10.0, 0.05))
@@ -61,10 +61,10 @@ def _weights(path: Path, name: str = "model.pt") -> dict[str, torch.Tensor]:
 
 def _one_step(configs: list[TrainConfig], stacked: bool, products: str = "auto"):
     """The centres after one training step and every run's gradients, stacked or one by one."""
-    states = [_new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
+    states = [new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
     xs, cs = [], []
     for c, state in zip(configs, states):
-        X = _sample(c, state.generators["train"], torch.device("cpu"), getattr(torch, c.dtype))
+        X = sample_batch(c, state.generators["train"], torch.device("cpu"), getattr(torch, c.dtype))
         xs.append(X)
         cs.append(init_centers(X, c.k, "random", generator=state.generators["train"]))
     if stacked:
@@ -232,13 +232,13 @@ def test_command_line_writes_one_folder_per_seed(tmp_path, capsys):
 def test_group_command_sharing_a_folder_is_refused_in_one_line(tmp_path):
     """``python -m kmtlib.train --seeds ...`` into a folder another process trains in: one
     ``error:`` line, no traceback (the RunInUseError raised is the one the command catches)."""
-    from kmtlib.training.run_folder import _run_lock
+    from kmtlib.training.run_folder import run_lock
 
     out = tmp_path / "grp"
     (out / "seed41").mkdir(parents=True)
     args = ["--d", "4", "--k", "3", "--n", "24", "--batch", "4", "--eval-every", "5", "--val-batches", "1",
             "--steps", "5", "--quiet", "--seeds", "41,42", "--out", str(out)]  # fmt: skip
-    with _run_lock(out / "seed41"):
+    with run_lock(out / "seed41"):
         proc = subprocess.run([sys.executable, "-m", "kmtlib.train", *args], capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: ") and "in use by another training process" in proc.stderr, proc.stderr

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import kmtlib
-from kmtlib.analysis.broad_tasks import sample_broad_tasks
+from kmtlib.domain.broad_tasks import sample_broad_tasks
 from kmtlib.estimator import pretrained_model
 from kmtlib.init import init_centers
 from kmtlib.io.model_file import ModelFileError

@@ -4,5 +4,4 @@ you rename something a model file stores; skip it to learn how the circuit works
 ``save`` is in :mod:`kmtlib.transformer`).
 
 * :mod:`.model_file`: :func:`~kmtlib.io.model_file.load_model` and :class:`~kmtlib.io.model_file.ModelFileError`;
-* :mod:`.atomic_save`: a file written whole or not at all (model files, checkpoints).
 """

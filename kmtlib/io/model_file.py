@@ -331,7 +331,7 @@ def load_model_file(path: str | os.PathLike, map_location: str | torch.device = 
     fmt = payload.get("format")
     if fmt == CHECKPOINT_FORMAT:
         raise ModelFileError(
-            f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.train.load_checkpoint_model)"
+            f"{path}: not a {what} (it is a training checkpoint: read it with kmtlib.training.load_checkpoint_model)"
         )
     if fmt != MODEL_FORMAT and fmt not in OLD_MODEL_FORMATS:
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"

@@ -28,7 +28,6 @@ weights; scratch memory is the caller's (:class:`kmtlib.fast.LimitPass`), never 
   assignment of Theorem 2.1's limit written in one pass (CAX and SAX together, CAC's means read
   from it), and the objective read from the assignment the tokens hold (plain formula: the
   model's own loop).
-* :mod:`.labels`: the lowest-index label search (plain formula: ``argmax`` of a mask).
 * :mod:`.weights`: unnormalised attention weights, ``(U @ V) / Z`` (plain formula: the map's weights).
 * :mod:`.scratch`, :mod:`.layout`: reused temporaries and blocked transposing copies.
 """

@@ -44,8 +44,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, euclidean_scores, tie_equal_keys
-from .labels import lowest_true_
+from .._numerics import MAX_SCORE_ELEMENTS, by_query_chunks, euclidean_scores, lowest_true_, tie_equal_keys
 from .layout import copy_transposed_
 from .scratch import Scratch, same_storage
 from .weights import unnormalised_row_weights_

@@ -16,8 +16,9 @@ import torch
 
 from .._checks import check_centers, check_int, check_points, check_positive_float
 from ..lloyd import fill_empty
-from ..objective import _kmeans_objective, nearest_center
+from ..objective import nearest_center
 from ..results import ClusteringResult
+from ._result import trajectory_result
 
 
 def soft_responsibilities(X: torch.Tensor, C: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -49,9 +50,4 @@ def soft_kmeans(X: torch.Tensor, C0: torch.Tensor, steps: int, gamma: float = 1.
         has_mass = mass > 0
         C = fill_empty(sums / torch.where(has_mass, mass, torch.ones_like(mass)), ~has_mass.squeeze(-1), X, C, "mean")
         centers.append(C)
-    return ClusteringResult(
-        centers=torch.stack(centers, 1),
-        labels=nearest_center(X, C),
-        objective=torch.stack([_kmeans_objective(X, c) for c in centers], 1),
-        assignments=r,
-    )
+    return trajectory_result(X, centers, assignments=r)

@@ -37,8 +37,9 @@ import torch
 
 from .._checks import check_centers, check_choice, check_int, check_points
 from ..lloyd import fill_empty
-from ..objective import _kmeans_objective, nearest_center
+from ..objective import nearest_center
 from ..results import ClusteringResult
+from ._result import trajectory_result
 
 RULES: tuple[str, ...] = ("global", "quantile", "topk", "normmax")
 EMPTY_RULES: tuple[str, ...] = ("mean", "keep")
@@ -150,12 +151,7 @@ def trimmed_kmeans(
         sums = torch.bmm(weights.transpose(1, 2), X)
         C = fill_empty(sums / counts.clamp_min(1), counts.squeeze(-1) == 0, X, C, empty, overall_mean=overall)
         centers.append(C)
-    return ClusteringResult(
-        centers=torch.stack(centers, 1),
-        labels=nearest_center(X, C),
-        objective=torch.stack([_kmeans_objective(X, c) for c in centers], 1),
-        assignments=weights,
-    )
+    return trajectory_result(X, centers, assignments=weights)
 
 
 def trimmed_objective(X: torch.Tensor, C: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -64,7 +64,7 @@ kmtlib (no other module of kmtlib imports them but the command's name, ``kmtlib.
     run_folder  the run's files and their names: log, checkpoints; atomic writes, the folder lock
     provenance  the fingerprint of the code that trained a run
     resume      how a folder is continued: every file checked, every repair planned first
-    loop        train(), the _Run that both trainers drive (and its manifest), step_alone, tune_malloc
+    loop        train(), the TrainingRun that both trainers drive (and its manifest), step_alone, tune_malloc
     group       train_group(): runs of one shape trained together, each as if alone
     cli         python -m kmtlib.train (parser, main)
     sweep       a plan of runs cut into jobs, run serially or by submitit, resumable, timed

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import FAMILIES
-from .config import _DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, LOSSES, STARTS, TASK_FAMILIES, TrainConfig
+from .config import DTYPES, EMBEDDINGS, LOSS_TEMPERATURE_RULES, LOSSES, STARTS, TASK_FAMILIES, TrainConfig
 from .group import configs_for_seeds, parse_seeds, seed_folders, train_group
 from .loop import train
 from .run_folder import RUN_FILES, RunInUseError, portable_path
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_any_k_options(p, d)
     p.add_argument(
         "--tasks", choices=TASK_FAMILIES, default=d.tasks,
-        help="training tasks: the paper's mixtures or the broad family of kmtlib.analysis.broad_tasks "
+        help="training tasks: the paper's mixtures or the broad family of kmtlib.domain.broad_tasks "
         "(default %(default)s)",
     )
     p.add_argument(
@@ -103,7 +103,7 @@ def _add_protocol_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
 def _add_run_options(p: argparse.ArgumentParser, d: TrainConfig) -> None:
     """Where and how the run trains: device, dtype, threads, --resume or --overwrite."""
     p.add_argument("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
-    p.add_argument("--dtype", choices=tuple(_DTYPES), default=d.dtype, help="weights and data (default %(default)s)")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default=d.dtype, help="weights and data (default %(default)s)")
     p.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's choice / OMP_NUM_THREADS)"
     )

@@ -21,12 +21,12 @@ EMBEDDINGS: tuple[str, ...] = (*TRAINABLE_EMBEDDINGS, "none")
 """The --embedding choices ("none" is the old name of "data", as in the shipped runs' manifests)."""
 
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 TASK_FAMILIES: tuple[str, ...] = ("paper", "broad")
 """The training task distributions: the paper's (:func:`kmtlib.sample_tasks` with ``family`` and
-``scale``) or the broad family of :func:`kmtlib.analysis.broad_tasks.sample_broad_tasks`."""
+``scale``) or the broad family of :func:`kmtlib.domain.broad_tasks.sample_broad_tasks`."""
 
 STARTS: tuple[str, ...] = ("random", "estimator")
 """Where a training step starts the layer: ``"random"`` (a random k-subset of the task's points,
@@ -113,7 +113,7 @@ class TrainConfig:
         check_int("seed", self.seed, minimum=0)
         check_choice("embedding", self.embedding, EMBEDDINGS)
         check_choice("family", self.family, FAMILIES)
-        check_choice("dtype", self.dtype, _DTYPES)
+        check_choice("dtype", self.dtype, DTYPES)
         for name in ("lr", "loss_inv_temp", "gamma", "scale"):
             check_positive_float(name, getattr(self, name))
         if not 0.0 < float(self.lr_factor) < 1.0:
@@ -200,7 +200,7 @@ def derive_seeds(seed: int) -> dict[str, int]:
     return {name: int(s.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)) for name, s in zip(names, states)}
 
 
-def _config_differences(saved: Any, config: TrainConfig) -> list[str]:
+def config_differences(saved: Any, config: TrainConfig) -> list[str]:
     saved = saved if isinstance(saved, dict) else {}
     # (an option added after a run was written is that run's default)
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.name in _OPTIONS_ADDED_LATER}

@@ -2,7 +2,7 @@
 
 The paper's training (and the shipped layer's) starts the layer from random centres and lowers the
 smoothed objective of its centres after one step. The estimator uses the layer otherwise: it maps
-the user's data into the layer's domain (:class:`~kmtlib.analysis.domain_map.DomainMap`: the
+the user's data into the layer's domain (:class:`~kmtlib.domain.domain_map.DomainMap`: the
 data's own principal frame, one scale, zero padding), draws greedy k-means++ centres, runs the
 layer ``T`` steps (the padding projected away after every step), reads the centres out as the
 means of their clusters, runs Lloyd's algorithm to a fixed point, and keeps the result only where
@@ -39,8 +39,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..analysis.broad_tasks import sample_broad_tasks
-from ..analysis.domain_map import DomainMap
+from ..domain.broad_tasks import sample_broad_tasks
+from ..domain.domain_map import DomainMap
 from ..init import init_centers
 from ..lloyd import lloyd_step
 from ..objective import assignment_cost, nearest_center
@@ -54,7 +54,7 @@ SOFT_POLISH_STEPS = 5
 
 SOFT_POLISH_INV_TEMP = 30.0
 """The inverse temperature of :func:`soft_polish`'s assignments, for tasks of total variance 1.6
-(the layer's domain, :data:`kmtlib.analysis.broad_tasks.TARGET_TOTAL_VARIANCE`): a point 0.1
+(the layer's domain, :data:`kmtlib.domain.broad_tasks.TARGET_TOTAL_VARIANCE`): a point 0.1
 farther in squared distance from one centre than from another gives it about 1/20 of its weight."""
 
 GAP_SCALE = 0.01
@@ -107,7 +107,7 @@ def lloyd_fixed_point_objective(X: torch.Tensor, C0: torch.Tensor, max_iter: int
 def estimator_batch(
     batch: int, n: int, width: int, k: int, generator: torch.Generator, dtype: torch.dtype = torch.float32
 ) -> EstimatorBatch:
-    """``batch`` broad tasks (:func:`~kmtlib.analysis.broad_tasks.sample_broad_tasks`), each taken
+    """``batch`` broad tasks (:func:`~kmtlib.domain.broad_tasks.sample_broad_tasks`), each taken
     as a user's data set of its filled coordinates and presented by :func:`estimator_start`, with
     its Lloyd reference (:func:`lloyd_fixed_point_objective`). One generator draws the tasks and
     then the seedings, task by task (each task has its own frame and its own d, so the map runs per

@@ -46,8 +46,8 @@ from ..fast.run_stack import RunStack
 from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer
 from .config import TrainConfig
-from .loop import _Run, prints_rows, progress_bar, tune_malloc
-from .run_folder import _run_lock, check_run_options, checked_run_folder
+from .loop import TrainingRun, prints_rows, progress_bar, tune_malloc
+from .run_folder import check_run_options, checked_run_folder, run_lock
 
 SHARED: tuple[str, ...] = ("d", "k", "n", "embedding", "code_width", "batch", "gamma", "dtype", "device")
 """The options every run of a group must share (they fix the shapes of the stacked pass)."""
@@ -106,7 +106,7 @@ def train_group(
         out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as locks:
         for out in outs:
-            locks.enter_context(_run_lock(out))
+            locks.enter_context(run_lock(out))
         return _train_group_locked(
             runs, outs, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command, name
         )
@@ -117,7 +117,7 @@ def _train_group_locked(
 ) -> list[dict[str, Any]]:
     if threads is not None:
         torch.set_num_threads(threads)
-    runs = [_Run.open(c, o, resume, overwrite, command) for c, o in zip(configs, outs)]  # all refusals first
+    runs = [TrainingRun.open(c, o, resume, overwrite, command) for c, o in zip(configs, outs)]  # all refusals first
     for run in runs:
         run.prepare()
     if tune_memory and runs[0].device.type == "cpu":
@@ -144,7 +144,7 @@ def _train_group_locked(
     return summaries
 
 
-def _step_until_done(runs: list[_Run], stop_at: int | None, bar: Any) -> dict[int, str]:
+def _step_until_done(runs: list[TrainingRun], stop_at: int | None, bar: Any) -> dict[int, str]:
     """Step the runs together until each is done or at ``stop_at`` (the runs furthest behind first);
     return the runs that diverged, with their errors."""
     errors: dict[int, str] = {}

@@ -1,4 +1,4 @@
-"""The training loop: :func:`train` one run, the :class:`_Run` that the single-run and the group
+"""The training loop: :func:`train` one run, the :class:`TrainingRun` that the single-run and the group
 trainers drive, one training step (:func:`step_alone`) and the allocator tuning."""
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Any
 
 import torch
 
+from .._atomic_save import atomic_torch_save
 from .._version import __version__
 from ..device import resolve_device
 from ..init import init_centers
-from ..io.atomic_save import atomic_torch_save
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
 from ..losses import _smoothed_objective
 from ..transformer import KMeansTransformer, TrainingDomain
-from .config import _DTYPES, TrainConfig, derive_seeds
+from .config import DTYPES, TrainConfig, derive_seeds
 from .estimator_use import (
     EstimatorBatch,
     estimator_batch,
@@ -34,29 +34,25 @@ from .estimator_use import (
     layer_final_centers,
     lloyd_gap_loss,
 )
-from .provenance import _sha256, source_fingerprint
-from .resume import _resume_point, _ResumePoint
+from .provenance import file_sha256, source_fingerprint
+from .resume import ResumePoint, resume_point
 from .run_folder import (
-    _LOG_HEADER,
-    BEST_FILE,
-    CHECKPOINT_FILE,
-    LOG_FILE,
-    MANIFEST_FILE,
-    MODEL_FILE,
+    LOG_HEADER,
+    MANIFEST_FILES,
     PATHS_NOTE,
-    PREVIOUS_FILE,
     RUN_FILES,
     RunFolderError,
-    _atomic_write_text,
-    _format_row,
-    _remove_temporaries,
-    _run_lock,
+    atomic_write_text,
     check_run_options,
     checked_run_folder,
+    format_row,
     parse_log,
+    remove_temporaries,
+    run_lock,
+    run_paths,
 )
-from .state import _new_training_state, _rng_states, _set_rng_states
-from .tasks import _sample, _validate, estimator_validation_batches, make_validation_batches
+from .state import new_training_state, rng_states, set_rng_states
+from .tasks import estimator_validation_batches, make_validation_batches, sample_batch, validate_groups
 
 
 def train(
@@ -108,7 +104,7 @@ def train(
     stop_at, threads = check_run_options(stop_at, threads, resume, overwrite)
     out = checked_run_folder(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with _run_lock(out):
+    with run_lock(out):
         return _train_locked(config, out, resume, overwrite, quiet, threads, stop_at, callback, tune_memory, command)
 
 
@@ -117,7 +113,7 @@ def _train_locked(
 ) -> dict[str, Any]:
     if threads is not None:
         torch.set_num_threads(threads)
-    run = _Run.open(config, out, resume, overwrite, command)  # every refusal happens here
+    run = TrainingRun.open(config, out, resume, overwrite, command)  # every refusal happens here
     run.prepare()
     if tune_memory and run.device.type == "cpu":
         tune_malloc()
@@ -195,7 +191,7 @@ def _say(notes: list[str], text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class _Run:
+class TrainingRun:
     """One run during training: its folder, its training state and its records (log, checkpoints,
     best model, manifest). The trainer of one run (:func:`train`) and of a group of runs
     (:func:`kmtlib.training.group.train_group`) drive the same object, so a run's folder holds the same
@@ -204,14 +200,15 @@ class _Run:
 
     def __init__(self, config: TrainConfig, out: Path, command: str | None) -> None:
         self.config, self.out, self.command = config, out, command
-        self.last_path, self.previous_path = out / CHECKPOINT_FILE, out / PREVIOUS_FILE
-        self.best_path, self.log_path = out / BEST_FILE, out / LOG_FILE
+        paths = run_paths(out)
+        self.last_path, self.previous_path = paths.checkpoint, paths.previous
+        self.best_path, self.log_path = paths.best, paths.log
         self.device = resolve_device(config.device)
-        self.dtype = _DTYPES[config.dtype]
+        self.dtype = DTYPES[config.dtype]
         self.seeds = derive_seeds(config.seed)
         self.training_ks = config.training_ks()
         self.notes: list[str] = []
-        self.point: _ResumePoint | None = None
+        self.point: ResumePoint | None = None
         self.existing: list[str] = []
         self.print_rows = False
         self.callback: Callable[[dict[str, Any]], None] | None = None
@@ -222,7 +219,7 @@ class _Run:
         self.manifest_extra: dict[str, Any] = {}  # (what a group trainer adds: the runs trained together)
 
     @classmethod
-    def open(cls, config: TrainConfig, out: Path, resume: bool, overwrite: bool, command: str | None) -> _Run:
+    def open(cls, config: TrainConfig, out: Path, resume: bool, overwrite: bool, command: str | None) -> TrainingRun:
         """Check the folder for this run (every refusal happens here, before any change)."""
         run = cls(config, out, command)
         run.existing = [name for name in RUN_FILES if (out / name).exists()]
@@ -230,7 +227,7 @@ class _Run:
             if (out / name).is_dir():  # (no repair or overwrite could replace it by a file)
                 raise RunFolderError(f"{out / name}: a folder where the run keeps its {name} file: move it away")
         if resume:
-            run.point = _resume_point(config, out, run.device, run.seeds)
+            run.point = resume_point(config, out, run.device, run.seeds)
         elif run.existing and not overwrite:
             raise FileExistsError(
                 f"{out} already holds a training run ({', '.join(run.existing)}): pass --resume (resume=True) to "
@@ -242,7 +239,7 @@ class _Run:
     def prepare(self) -> None:
         """Repair or clear the folder (nothing refuses from here on)."""
         out, notes = self.out, self.notes
-        removed = _remove_temporaries(out)
+        removed = remove_temporaries(out)
         if removed:
             _say(notes, f"{out}: removed {len(removed)} temporary file(s) of a save that was killed "
                         f"({', '.join(removed)})")  # fmt: skip
@@ -264,7 +261,7 @@ class _Run:
         config, device = self.config, self.device
         self.source = source_fingerprint()
         self.print_rows, self.callback = print_rows, callback
-        state = _new_training_state(config, device, self.seeds) if self.point is None else self.point.state
+        state = new_training_state(config, device, self.seeds) if self.point is None else self.point.state
         self.model, self.optimizer, self.scheduler = state.model, state.optimizer, state.scheduler
         self.generators = state.generators
         if config.loss == "lloyd_gap":
@@ -288,13 +285,13 @@ class _Run:
             self.log_text = self.point.log_text
             # Again, now: checking the folder built models (load_model, build_model), which draws
             # initial weights from the global random stream.
-            _set_rng_states(payload["rng"], self.generators, device)
+            set_rng_states(payload["rng"], self.generators, device)
             self.final_row = parse_log(self.log_text, self.log_path)[-1]
             self.point = None
         else:
             torch.manual_seed(self.seeds["torch"])  # only the "explicit" kernel draws from the global RNG
-            self.log_text = _LOG_HEADER + "\n"
-            _atomic_write_text(self.log_path, self.log_text)
+            self.log_text = LOG_HEADER + "\n"
+            atomic_write_text(self.log_path, self.log_text)
         self.t_start = time.perf_counter()
 
     @property
@@ -320,7 +317,7 @@ class _Run:
         k = config.k
         if config.mixed_k:  # (drawn from the training stream: a run of one k draws nothing here)
             k = self.training_ks[int(torch.randint(len(self.training_ks), (), generator=g, device=self.device))]
-        X = _sample(config, g, self.device, self.dtype, k)
+        X = sample_batch(config, g, self.device, self.dtype, k)
         return X, init_centers(X, k, "random", generator=g), k
 
     def draw_estimator_batch(self) -> EstimatorBatch:
@@ -356,7 +353,7 @@ class _Run:
         if config.loss == "lloyd_gap":
             rel, logobj = estimator_use_metrics(model, self.estimator_validation, config.layer_steps)
         else:
-            rel, logobj = _validate(model, self.validation, config.batch)
+            rel, logobj = validate_groups(model, self.validation, config.batch)
         if step > 0:
             self.scheduler.step(rel)
         wall_s = self.wall()
@@ -370,7 +367,7 @@ class _Run:
         }
         # The row goes to log.csv first and into the checkpoint with the whole log: a kill
         # between the two leaves a row that the next resume drops and trains again.
-        text = _format_row(row)
+        text = format_row(row)
         with open(self.log_path, "a", newline="") as f:
             f.write(text)
         self.log_text += text
@@ -402,7 +399,7 @@ class _Run:
                 "model": model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
-                "rng": _rng_states(self.generators, self.device),
+                "rng": rng_states(self.generators, self.device),
                 "log_text": self.log_text,  # (the log is small: a few hundred rows)
                 "log_bytes": len(self.log_text.encode()),
                 "best": self.best,
@@ -431,9 +428,9 @@ class _Run:
         }
         if status != "finished":
             return summary
-        model_path = self.model.save(self.out / MODEL_FILE)
+        model_path = self.model.save(run_paths(self.out).model)
         manifest = self.manifest(summary)
-        _atomic_write_text(self.out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
+        atomic_write_text(run_paths(self.out).manifest, json.dumps(manifest, indent=2) + "\n")
         summary["model_path"] = str(model_path)
         return summary
 
@@ -448,7 +445,7 @@ class _Run:
             "config": dataclasses.asdict(config),
             "seed": config.seed,
             "derived_seeds": self.seeds,
-            **({"init_from_sha256": _sha256(config.init_from)} if config.init_from else {}),
+            **({"init_from_sha256": file_sha256(config.init_from)} if config.init_from else {}),
             "steps": step,
             "kmtlib_version": __version__,
             **self.source,
@@ -466,13 +463,7 @@ class _Run:
             "final_val_log_objective": summary["final_val_log_objective"],
             "best_val_rel_objective": summary["best_val_rel_objective"],
             "best_step": summary["best_step"],
-            "files": {
-                "model": MODEL_FILE,
-                "best": BEST_FILE,
-                "checkpoint": CHECKPOINT_FILE,
-                "previous_checkpoint": PREVIOUS_FILE,
-                "log": LOG_FILE,
-            },
+            "files": dict(MANIFEST_FILES),
         }
 
 

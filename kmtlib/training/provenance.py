@@ -13,7 +13,7 @@ SOURCE_SCHEME = "every file under kmtlib/, recursive"
 """How ``kmtlib_source_sha256`` is computed (:func:`source_sha256`), as manifests record it."""
 
 
-def _sha256(path: str) -> str | None:
+def file_sha256(path: str) -> str | None:
     """The SHA-256 of a file (None when it is gone), for the manifest's record of a warm start."""
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()

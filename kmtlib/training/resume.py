@@ -19,32 +19,27 @@ from ..io.model_file import (
     check_state_dict,
     load_model,
 )
-from .config import TrainConfig, _config_differences
+from .config import TrainConfig, config_differences
 from .run_folder import (
-    _CHECKPOINT_WHAT,
-    _DAMAGED,
-    _LOG_HEADER,
-    BEST_FILE,
-    CHECKPOINT_FILE,
-    LOG_FILE,
-    MANIFEST_FILE,
-    MODEL_FILE,
-    PREVIOUS_FILE,
+    CHECKPOINT_WHAT,
+    DAMAGED,
+    LOG_HEADER,
     RunFolderError,
-    _atomic_write_text,
-    _parse_row,
-    _read_checkpoint,
+    atomic_write_text,
     parse_log,
+    parse_row,
+    read_checkpoint,
     read_log,
+    run_paths,
 )
-from .state import _new_training_state, _set_rng_states, _TrainingState
+from .state import TrainingState, new_training_state, set_rng_states
 
 
 @dataclass
-class _ResumePoint:
+class ResumePoint:
     """A checked checkpoint to continue from, and the repairs to make before continuing."""
 
-    state: _TrainingState
+    state: TrainingState
     payload: dict[str, Any]
     log_text: str  # the log up to the checkpoint's step, as it must stand on disk
     notes: list[str] = field(default_factory=list)  # one line per repair, said when they are made
@@ -53,39 +48,39 @@ class _ResumePoint:
 
 def _open_checkpoint(
     path: Path, config: TrainConfig, device: torch.device, seeds: dict[str, int]
-) -> tuple[_TrainingState, dict[str, Any], str | None]:
+) -> tuple[TrainingState, dict[str, Any], str | None]:
     """Read a checkpoint and load it into a fresh training state.
 
     Raises FileNotFoundError / ModelFileError where the file is missing or damaged (a previous
     checkpoint may do instead) and RunFolderError where it belongs to another run (nothing may
     do instead: the folder is not this run's).
     """
-    payload = _read_checkpoint(path)
-    mismatched = _config_differences(payload["config"], config)
+    payload = read_checkpoint(path)
+    mismatched = config_differences(payload["config"], config)
     if mismatched:
         raise RunFolderError(
             f"{path}: the checkpoint of another run ({'; '.join(mismatched)}): resume it with its own options, "
             f"or start this run in another folder (or --overwrite)"
         )
     # The log as it stood at the checkpoint: carried in the checkpoint itself (older checkpoints
-    # carry only its length; _resume_point then takes it from log.csv).
+    # carry only its length; resume_point then takes it from log.csv).
     log_text = payload.get("log_text")
     if log_text is not None:
         try:
             rows = parse_log(log_text, f"{path} (its copy of the log)")
         except RunFolderError as exc:
-            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} ({exc})") from None
+            raise ModelFileError(f"{path}: damaged {CHECKPOINT_WHAT} ({exc})") from None
         if not rows or rows[-1]["step"] != payload["step"]:
             raise ModelFileError(
-                f"{path}: damaged {_CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})"
+                f"{path}: damaged {CHECKPOINT_WHAT} (its copy of the log does not end at its step {payload['step']})"
             )
-    state = _new_training_state(config, device, seeds)
+    state = new_training_state(config, device, seeds)
     try:
-        check_state_dict(payload["model"], path, _CHECKPOINT_WHAT, "model")
+        check_state_dict(payload["model"], path, CHECKPOINT_WHAT, "model")
         state.model.load_state_dict(payload["model"])
         state.optimizer.load_state_dict(payload["optimizer"])
         state.scheduler.load_state_dict(payload["scheduler"])
-        _set_rng_states(payload["rng"], state.generators, device)
+        set_rng_states(payload["rng"], state.generators, device)
         best = payload["best"]
         if not (best.get("step") is None or isinstance(best.get("step"), int)) or not isinstance(
             best.get("val_rel_objective"), float
@@ -96,7 +91,7 @@ def _open_checkpoint(
     except Exception as exc:  # load_state_dict and the rng setters raise all kinds of errors
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(
-            f"{path}: damaged {_CHECKPOINT_WHAT} (its training state does not load: {text[:200]})"
+            f"{path}: damaged {CHECKPOINT_WHAT} (its training state does not load: {text[:200]})"
         ) from None
     return state, payload, log_text
 
@@ -110,7 +105,7 @@ def _problem(exc: BaseException, path: Path) -> str:
     return "missing" if isinstance(exc, FileNotFoundError) else text
 
 
-def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int]) -> _ResumePoint | None:
+def resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int]) -> ResumePoint | None:
     """Decide how a run folder is resumed, checking every file first and changing none.
 
     Returns None where the folder holds no run yet (a fresh start loses nothing), else the
@@ -147,19 +142,21 @@ def _resume_point(config: TrainConfig, out: Path, device: torch.device, seeds: d
             f"{threads}; the result will not be bit-identical to an uninterrupted run",
             stacklevel=4,
         )
-    point = _ResumePoint(state, payload, "", notes)
-    point.log_text = _plan_log(point, out / LOG_FILE, used, log_text, step)
-    _plan_best(point, out / BEST_FILE, used)
+    point = ResumePoint(state, payload, "", notes)
+    paths = run_paths(out)
+    point.log_text = _plan_log(point, paths.log, used, log_text, step)
+    _plan_best(point, paths.best, used)
     _plan_results(point, out, config)
     return point
 
 
 def _newest_checkpoint(
     config: TrainConfig, out: Path, device: torch.device, seeds: dict[str, int], notes: list[str]
-) -> tuple[_TrainingState, dict[str, Any], str | None, Path] | None:
+) -> tuple[TrainingState, dict[str, Any], str | None, Path] | None:
     """The newest usable checkpoint, opened: ``last.pt``, else ``previous.pt`` (said in ``notes``);
     None where the folder holds no run yet; a RunFolderError where neither can be resumed."""
-    last, previous = out / CHECKPOINT_FILE, out / PREVIOUS_FILE
+    paths = run_paths(out)
+    last, previous = paths.checkpoint, paths.previous
     try:
         state, payload, log_text = _open_checkpoint(last, config, device, seeds)
         used = last
@@ -194,16 +191,17 @@ def _fresh_start_loses(out: Path) -> str | None:
     """None where a folder without a checkpoint holds nothing a fresh start would lose (no files,
     or what a run killed during its first evaluation leaves: a log of step 0 and best.pt);
     else what it holds."""
-    finished = [name for name in (MODEL_FILE, MANIFEST_FILE) if (out / name).exists()]
+    paths = run_paths(out)
+    finished = [path.name for path in (paths.model, paths.manifest) if path.exists()]
     if finished:
         return f"it holds {' and '.join(finished)} of a finished run but no checkpoint to continue from"
-    log = out / LOG_FILE
+    log = paths.log
     if not log.exists():
         return None
     try:
         rows = read_log(log)
     except (RunFolderError, OSError) as exc:
-        if log.stat().st_size <= len(_LOG_HEADER) + 1 and _LOG_HEADER.startswith(
+        if log.stat().st_size <= len(LOG_HEADER) + 1 and LOG_HEADER.startswith(
             log.read_text(errors="replace").rstrip("\n")
         ):
             return None  # (a header cut short: killed while creating the log)
@@ -213,7 +211,7 @@ def _fresh_start_loses(out: Path) -> str | None:
     return None
 
 
-def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, step: int) -> str:
+def _plan_log(point: ResumePoint, log: Path, used: Path, log_text: str | None, step: int) -> str:
     """Compare log.csv with the checkpoint's copy; plan its repair; return the log as it must be."""
     try:
         disk = log.read_bytes().decode("utf-8", errors="replace")
@@ -256,10 +254,10 @@ def _plan_log(point: _ResumePoint, log: Path, used: Path, log_text: str | None, 
     else:
         point.notes.append(
             f"{log}: {_log_difference(disk, log_text)}; restored from the copy in {used} (up to step {step}); "
-            f"the damaged file is kept as {log.name}{_DAMAGED}"
+            f"the damaged file is kept as {log.name}{DAMAGED}"
         )
-        point.repairs.append(lambda: os.replace(log, log.with_name(log.name + _DAMAGED)))
-    point.repairs.append(lambda: _atomic_write_text(log, log_text))
+        point.repairs.append(lambda: os.replace(log, log.with_name(log.name + DAMAGED)))
+    point.repairs.append(lambda: atomic_write_text(log, log_text))
     return log_text
 
 
@@ -269,7 +267,7 @@ def _later_rows(text: str, step: int) -> list[int] | None:
         return None
     steps: list[int] = []
     for line in text[:-1].split("\n"):
-        row = _parse_row(line)
+        row = parse_row(line)
         if isinstance(row, str) or row["step"] <= (steps[-1] if steps else step):
             return None
         steps.append(row["step"])
@@ -303,7 +301,7 @@ def _clip(text: str, limit: int = 50) -> str:
     return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
 
 
-def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
+def _plan_best(point: ResumePoint, best_path: Path, used: Path) -> None:
     """Check best.pt against the best model the checkpoint holds; plan its repair."""
     best_state, best_step = point.payload.get("best_model"), point.payload["best"].get("step")
     if best_state is None or best_step is None:
@@ -324,7 +322,7 @@ def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
         return
     try:
         model = build_model(
-            point.payload["model_config"], best_state, used, _CHECKPOINT_WHAT, "model_config", "best_model"
+            point.payload["model_config"], best_state, used, CHECKPOINT_WHAT, "model_config", "best_model"
         )
     except ModelFileError:
         point.notes.append(f"{best_path}: {problem}; the checkpoint's copy is damaged too, so it is left as it is")
@@ -333,9 +331,9 @@ def _plan_best(point: _ResumePoint, best_path: Path, used: Path) -> None:
     point.repairs.append(lambda: model.save(best_path))
 
 
-def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
+def _plan_results(point: ResumePoint, out: Path, config: TrainConfig) -> None:
     """Check a finished run's manifest.json and model.pt (written again when the run finishes)."""
-    manifest = out / MANIFEST_FILE
+    manifest = run_paths(out).manifest
     if manifest.exists():
         try:
             saved = json.loads(manifest.read_text())
@@ -344,17 +342,17 @@ def _plan_results(point: _ResumePoint, out: Path, config: TrainConfig) -> None:
         except (ValueError, UnicodeDecodeError) as exc:
             point.notes.append(
                 f"{manifest}: not a valid manifest ({str(exc)[:80]}); set aside "
-                f"as {manifest.name}{_DAMAGED}, written again when the run finishes"
+                f"as {manifest.name}{DAMAGED}, written again when the run finishes"
             )
-            point.repairs.append(lambda: os.replace(manifest, manifest.with_name(manifest.name + _DAMAGED)))
+            point.repairs.append(lambda: os.replace(manifest, manifest.with_name(manifest.name + DAMAGED)))
         else:
-            mismatched = _config_differences(saved.get("config"), config)
+            mismatched = config_differences(saved.get("config"), config)
             if mismatched:
                 raise RunFolderError(
                     f"{manifest}: the manifest of another run ({'; '.join(mismatched[:4])}): this folder mixes runs; "
                     f"move that run's files away, or start again with --overwrite"
                 )
-    model_path = out / MODEL_FILE
+    model_path = run_paths(out).model
     if model_path.exists():
         try:
             model = load_model(model_path)

@@ -8,12 +8,12 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
+from .._atomic_save import fsync_dir
 from .._checks import check_int
-from ..io.atomic_save import fsync_dir
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
     MODEL_FORMAT,
@@ -35,11 +35,33 @@ LOG_COLUMNS = ("step", "train_loss", "val_rel_objective", "val_log_objective", "
 LOG_FILE, CHECKPOINT_FILE, PREVIOUS_FILE, BEST_FILE, MODEL_FILE, MANIFEST_FILE = (
     "log.csv", "last.pt", "previous.pt", "best.pt", "model.pt", "manifest.json",
 )
-_DAMAGED = ".damaged"
+DAMAGED = ".damaged"
 RUN_FILES: tuple[str, ...] = (
     LOG_FILE, CHECKPOINT_FILE, PREVIOUS_FILE, BEST_FILE, MODEL_FILE, MANIFEST_FILE,
-    LOG_FILE + _DAMAGED, MANIFEST_FILE + _DAMAGED,
+    LOG_FILE + DAMAGED, MANIFEST_FILE + DAMAGED,
 )
+MANIFEST_FILES = {
+    "model": MODEL_FILE, "best": BEST_FILE, "checkpoint": CHECKPOINT_FILE, "previous_checkpoint": PREVIOUS_FILE,
+    "log": LOG_FILE,
+}
+"""The run's files as its manifest lists them."""
+
+
+class RunPaths(NamedTuple):
+    """The paths of the files of one run folder (:func:`run_paths`)."""
+
+    log: Path
+    checkpoint: Path
+    previous: Path
+    best: Path
+    model: Path
+    manifest: Path
+
+
+def run_paths(out: Path) -> RunPaths:
+    """The paths of the files of the run folder ``out``."""
+    names = (LOG_FILE, CHECKPOINT_FILE, PREVIOUS_FILE, BEST_FILE, MODEL_FILE, MANIFEST_FILE)
+    return RunPaths(*(out / name for name in names))
 
 
 class RunFolderError(ValueError):
@@ -66,26 +88,26 @@ def read_log(path: str | os.PathLike) -> list[dict[str, float | None]]:
     return parse_log(text, path)
 
 
-_LOG_HEADER = ",".join(LOG_COLUMNS)
+LOG_HEADER = ",".join(LOG_COLUMNS)
 
 
 def parse_log(text: str, path: str | os.PathLike = "log.csv") -> list[dict[str, float | None]]:
     """:func:`read_log` on the text of a log (``path`` names it in errors)."""
     if not text:
-        raise RunFolderError(f"{path}: empty file (expected a training log starting with the header {_LOG_HEADER!r})")
+        raise RunFolderError(f"{path}: empty file (expected a training log starting with the header {LOG_HEADER!r})")
     lines = text.split("\n")
     if lines[-1] != "":
         raise RunFolderError(
             f"{path}: line {len(lines)}: cut short mid-line (no newline at the end: {lines[-1][:60]!r})"
         )
     lines.pop()
-    if lines[0] != _LOG_HEADER:
+    if lines[0] != LOG_HEADER:
         raise RunFolderError(
-            f"{path}: line 1: not the header of a training log ({lines[0][:60]!r}; expected {_LOG_HEADER!r})"
+            f"{path}: line 1: not the header of a training log ({lines[0][:60]!r}; expected {LOG_HEADER!r})"
         )
     rows: list[dict[str, float | None]] = []
     for number, line in enumerate(lines[1:], start=2):
-        row = _parse_row(line)
+        row = parse_row(line)
         if isinstance(row, str):
             raise RunFolderError(f"{path}: line {number}: {row} ({line[:60]!r})")
         if rows and row["step"] <= rows[-1]["step"]:
@@ -97,7 +119,7 @@ def parse_log(text: str, path: str | os.PathLike = "log.csv") -> list[dict[str, 
     return rows
 
 
-def _parse_row(line: str) -> dict[str, Any] | str:
+def parse_row(line: str) -> dict[str, Any] | str:
     """One log row as a dict, or a string saying what is wrong with it."""
     try:
         fields = next(csv.reader([line])) if line else []
@@ -126,13 +148,13 @@ def load_checkpoint_model(path: str | os.PathLike, map_location: str | torch.dev
     the file and the problem for a damaged or foreign one (as :func:`kmtlib.load_model`).
     """
     path = Path(path)
-    payload = _read_checkpoint(path)
-    return build_model(payload["model_config"], payload["model"], path, _CHECKPOINT_WHAT, "model_config", "model").to(
+    payload = read_checkpoint(path)
+    return build_model(payload["model_config"], payload["model"], path, CHECKPOINT_WHAT, "model_config", "model").to(
         map_location
     )
 
 
-_CHECKPOINT_WHAT = "kmtlib training checkpoint"
+CHECKPOINT_WHAT = "kmtlib training checkpoint"
 # What every checkpoint holds, with the type it must have ("log_text" since the checkpoint also
 # carries the log; older ones only its length "log_bytes").
 _CHECKPOINT_ENTRIES: dict[str, type | tuple[type, ...]] = {
@@ -141,11 +163,11 @@ _CHECKPOINT_ENTRIES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def _read_checkpoint(path: Path) -> dict[str, Any]:
+def read_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint's payload with its entries checked (not yet loaded into a model)."""
-    payload = read_torch_file(path, _CHECKPOINT_WHAT)
+    payload = read_torch_file(path, CHECKPOINT_WHAT)
     if not isinstance(payload, dict):
-        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} (it holds {describe_contents(payload)})")
+        raise ModelFileError(f"{path}: not a {CHECKPOINT_WHAT} (it holds {describe_contents(payload)})")
     fmt = payload.get("format")
     if fmt != CHECKPOINT_FORMAT:
         hint = (
@@ -154,19 +176,19 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
             else ""
         )
         found = "no 'format' entry" if fmt is None else f"format {fmt!r}"
-        raise ModelFileError(f"{path}: not a {_CHECKPOINT_WHAT} ({found}; expected format {CHECKPOINT_FORMAT!r}{hint})")
+        raise ModelFileError(f"{path}: not a {CHECKPOINT_WHAT} ({found}; expected format {CHECKPOINT_FORMAT!r}{hint})")
     for key, kind in _CHECKPOINT_ENTRIES.items():
         if not isinstance(payload.get(key), kind) or isinstance(payload.get(key), bool):
             found = "missing" if key not in payload else f"a {type(payload[key]).__name__}"
-            raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (its {key!r} entry is {found})")
+            raise ModelFileError(f"{path}: damaged {CHECKPOINT_WHAT} (its {key!r} entry is {found})")
     if not isinstance(payload.get("log_text"), str) and not isinstance(payload.get("log_bytes"), int):
-        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (it holds neither the log nor its length)")
+        raise ModelFileError(f"{path}: damaged {CHECKPOINT_WHAT} (it holds neither the log nor its length)")
     if payload["step"] < 0:
-        raise ModelFileError(f"{path}: damaged {_CHECKPOINT_WHAT} (step {payload['step']})")
+        raise ModelFileError(f"{path}: damaged {CHECKPOINT_WHAT} (step {payload['step']})")
     return payload
 
 
-def _format_row(row: dict[str, Any]) -> str:
+def format_row(row: dict[str, Any]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(
@@ -227,7 +249,7 @@ class RunInUseError(RuntimeError):
 
 
 @contextlib.contextmanager
-def _run_lock(out: Path):
+def run_lock(out: Path):
     # An advisory lock on OUT/.lock for the whole run: two processes writing one run folder
     # would interleave checkpoints and log rows. The OS drops the lock when the process dies.
     try:
@@ -249,7 +271,7 @@ def _run_lock(out: Path):
         handle.close()
 
 
-def _remove_temporaries(out: Path) -> list[str]:
+def remove_temporaries(out: Path) -> list[str]:
     """Delete the temporary files of saves that a killed process left (``.<run file>.*tmp``);
     they hold nothing the finished files do not (the lock is held: no save is running)."""
     removed = []
@@ -266,7 +288,7 @@ def _remove_temporaries(out: Path) -> list[str]:
     return sorted(removed)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
     """Write a text file atomically (temporary file flushed to disk, then renamed over it)."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", newline="") as f:

@@ -11,12 +11,12 @@ import torch
 from ..embedding import CodeEmbedding
 from ..io.model_file import load_model
 from ..transformer import KMeansTransformer
-from .config import _DTYPES, TrainConfig
-from .tasks import _generator
+from .config import DTYPES, TrainConfig
+from .tasks import seeded_generator
 
 
 @dataclass
-class _TrainingState:
+class TrainingState:
     """Everything a training step changes, freshly initialised from the run seed."""
 
     model: KMeansTransformer
@@ -25,16 +25,16 @@ class _TrainingState:
     generators: dict[str, torch.Generator]
 
 
-def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> _TrainingState:
+def new_training_state(config: TrainConfig, device: torch.device, seeds: dict[str, int]) -> TrainingState:
     model = KMeansTransformer.trainable(
         config.d, config.k, embedding=config.embedding, gamma=config.gamma, dropout=config.dropout,
         any_k=config.mixed_k and config.embedding == "onehot", cluster_broadcast=config.cluster_broadcast,
-        code_width=config.code_width, generator=seeds["init"], dtype=_DTYPES[config.dtype], device=device,
+        code_width=config.code_width, generator=seeds["init"], dtype=DTYPES[config.dtype], device=device,
     )
     if config.init_from:
         _warm_start(model, config.init_from)
     model.train()
-    generators = {"train": _generator(seeds["train"], device), "dropout": _generator(seeds["dropout"], device)}
+    generators = {name: seeded_generator(seeds[name], device) for name in ("train", "dropout")}
     model.layer.generator = generators["dropout"]
     if isinstance(model.embedding, CodeEmbedding):  # (new codes every step, from the data stream)
         model.embedding.generator = generators["train"]
@@ -42,7 +42,7 @@ def _new_training_state(config: TrainConfig, device: torch.device, seeds: dict[s
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", factor=config.lr_factor, patience=config.lr_patience
     )
-    return _TrainingState(model, optimizer, scheduler, generators)
+    return TrainingState(model, optimizer, scheduler, generators)
 
 
 def _warm_start(model: KMeansTransformer, path: str) -> None:
@@ -60,7 +60,7 @@ def _warm_start(model: KMeansTransformer, path: str) -> None:
     model.load_state_dict(theirs)
 
 
-def _rng_states(generators: dict[str, torch.Generator], device: torch.device) -> dict[str, torch.Tensor]:
+def rng_states(generators: dict[str, torch.Generator], device: torch.device) -> dict[str, torch.Tensor]:
     states = {name: g.get_state() for name, g in generators.items()}
     states["torch_global"] = torch.get_rng_state()
     if device.type == "cuda":
@@ -68,7 +68,7 @@ def _rng_states(generators: dict[str, torch.Generator], device: torch.device) ->
     return states
 
 
-def _set_rng_states(
+def set_rng_states(
     states: dict[str, torch.Tensor], generators: dict[str, torch.Generator], device: torch.device
 ) -> None:
     for name, g in generators.items():

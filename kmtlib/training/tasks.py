@@ -8,24 +8,24 @@ from typing import Any
 
 import torch
 
-from ..analysis.broad_tasks import sample_broad_tasks
 from ..device import resolve_device
+from ..domain.broad_tasks import sample_broad_tasks
 from ..init import init_centers
 from ..lloyd import lloyd
 from ..objective import _kmeans_objective
 from ..tasks import sample_tasks
 from ..transformer import KMeansTransformer
-from .config import _DTYPES, TrainConfig, derive_seeds
+from .config import DTYPES, TrainConfig, derive_seeds
 from .estimator_use import EstimatorBatch, estimator_batch
 
 
-def _generator(seed: int, device: torch.device) -> torch.Generator:
+def seeded_generator(seed: int, device: torch.device) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
 
 
-def _sample(
+def sample_batch(
     config: TrainConfig, g: torch.Generator | None, device: torch.device, dtype: torch.dtype, k: int | None = None
 ) -> torch.Tensor:
     """One batch of training or validation tasks (B, n, d) of the run's distribution (mixtures of
@@ -53,16 +53,16 @@ def make_validation_set(
     """
     config = config.validated()
     device = resolve_device(config.device if device is None else device)
-    dtype = _DTYPES[config.dtype]
+    dtype = DTYPES[config.dtype]
     seeds = derive_seeds(config.seed)
-    g = _generator(seeds["validation"], device)
+    g = seeded_generator(seeds["validation"], device)
     xs, cs = [], []
     for _ in range(config.val_batches):
-        X = _sample(config, g, device, dtype)
+        X = sample_batch(config, g, device, dtype)
         xs.append(X)
         cs.append(init_centers(X, config.k, "random", generator=g))
     X, C0 = torch.cat(xs), torch.cat(cs)
-    reference = lloyd(X, C0, 1, empty="random", generator=_generator(seeds["lloyd"], device)).objective[:, 1]
+    reference = lloyd(X, C0, 1, empty="random", generator=seeded_generator(seeds["lloyd"], device)).objective[:, 1]
     return X, C0, reference
 
 
@@ -77,13 +77,13 @@ def make_validation_batches(
     if not config.mixed_k:
         return [make_validation_set(config, device)]
     device = resolve_device(config.device if device is None else device)
-    dtype = _DTYPES[config.dtype]
+    dtype = DTYPES[config.dtype]
     seeds = derive_seeds(config.seed)
-    g, g_lloyd = _generator(seeds["validation"], device), _generator(seeds["lloyd"], device)
+    g, g_lloyd = seeded_generator(seeds["validation"], device), seeded_generator(seeds["lloyd"], device)
     ks, groups = config.training_ks(), []
     for i in range(config.val_batches):
         k = ks[i % len(ks)]
-        X = _sample(config, g, device, dtype, k)
+        X = sample_batch(config, g, device, dtype, k)
         C0 = init_centers(X, k, "random", generator=g)
         groups.append((X, C0, lloyd(X, C0, 1, empty="random", generator=g_lloyd).objective[:, 1]))
     return groups
@@ -94,9 +94,9 @@ def estimator_validation_batches(config: TrainConfig) -> list[EstimatorBatch]:
     ``val_batches`` batches of :func:`~kmtlib.training.estimator_use.estimator_batch` from the
     run's validation seed, the training numbers of clusters in turn (held-out ones never)."""
     config = config.validated()
-    g = _generator(derive_seeds(config.seed)["validation"], torch.device("cpu"))
+    g = seeded_generator(derive_seeds(config.seed)["validation"], torch.device("cpu"))
     ks = config.training_ks()
-    return [estimator_batch(config.batch, config.n, config.d, ks[i % len(ks)], g, _DTYPES[config.dtype])
+    return [estimator_batch(config.batch, config.n, config.d, ks[i % len(ks)], g, DTYPES[config.dtype])
             for i in range(config.val_batches)]  # fmt: skip
 
 
@@ -120,7 +120,7 @@ def validation_metrics(
     return float((objective / reference).mean()), float(objective.log().mean())
 
 
-def _validate(
+def validate_groups(
     model: KMeansTransformer, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], batch: int
 ) -> tuple[float, float]:
     """:func:`validation_metrics` over the tasks of all groups (means over every task)."""

@@ -6,7 +6,7 @@ spread, are elongated, have heavier tails and stray points, and fill fewer coord
 trained layer's D. Each task of :func:`sample_broad_tasks` draws, independently:
 
 * the number of coordinates it fills, ``d_task``, log-uniformly in 1..d (the rest are zeros, as
-  :class:`kmtlib.estimator.DomainMap` pads data of fewer features);
+  :class:`kmtlib.domain.domain_map.DomainMap` pads data of fewer features);
 * k locations uniformly in [0, 1]^d_task, and mixture weights ``w_j ∝ exp(b z_j)`` (b uniform in
   [0, 1.2]: from equal sizes to a largest cluster several times the smallest);
 * a base scale ``s`` log-uniform in [0.02, 0.25] (the paper's is 0.1: from overlapping to well

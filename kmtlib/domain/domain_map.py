@@ -18,7 +18,7 @@ from .frame import principal_frame
 @dataclass
 class DomainMap:
     """The map from the user's space (d features) to a trained model's domain (D coordinates)
-    and back: the data's own frame (:func:`kmtlib.analysis.frame.principal_frame`), one isotropic scale,
+    and back: the data's own frame (:func:`kmtlib.domain.frame.principal_frame`), one isotropic scale,
     then zero padding (r = min(d, D) < D) or the top D principal axes (d > D).
 
     ``to_model(x) = pad(CENTRE + ((x - mean) @ axes) / scale)``: the points are centred and turned
@@ -27,7 +27,7 @@ class DomainMap:
     features (a trained layer is not equivariant to them); the mean goes to 0.5 in every
     coordinate and the total variance (the mean squared distance of the points to their mean) to
     1.6, about that of the paper's tasks, the same shift and scale
-    (:func:`kmtlib.analysis.broad_tasks.spread_normalise`) as the broad training tasks of the shipped layer
+    (:func:`kmtlib.domain.broad_tasks.spread_normalise`) as the broad training tasks of the shipped layer
     went through. The turn is orthogonal and the scale one number for all coordinates: distances
     are multiplied by ``1 / scale`` and nothing else, so nearest centres are unchanged and squared
     distances (inertia) map back by ``scale ** 2``. Zero padding (r < D) changes no distance.
