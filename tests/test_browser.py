@@ -433,6 +433,15 @@ def test_the_figure_register_and_the_results_table_fit_a_desktop_window(html, ba
     assert not problems, "at 1280 px:\n" + "\n".join(problems)
 
 
+def test_every_page_weighs_under_a_megabyte(html):
+    """A page carries its animations and sliders inline (their frames as data: images): every page of
+    the book, and every figure's page of its own, stays under 1 MB."""
+    weights = {str(p.relative_to(html)): p.stat().st_size for p in html.rglob("*.html")}
+    print("heaviest pages:", sorted(weights.items(), key=lambda item: -item[1])[:4])
+    heavy = {name: size for name, size in weights.items() if size >= 1_000_000}
+    assert not heavy, f"pages of 1 MB or more (bytes): {heavy}"
+
+
 def test_the_book_as_one_pdf(html):
     """The index links the whole book as one PDF, printed from the same build with its maths typeset."""
     from kmtbook.book_pdf import PDF_NAME
