@@ -70,6 +70,13 @@ def book(session: nox.Session, device: str) -> None:
     index = os.path.join(out, "_build", "html", "index.html")
     if not os.path.isfile(index):
         session.error(f"the build reported success but {index} is missing")
+    # each page carries its animations and sliders inline: a reader loads under 1 MB per page
+    html = os.path.dirname(index)
+    sizes = {os.path.relpath(os.path.join(folder, name), html): os.path.getsize(os.path.join(folder, name))
+             for folder, _, names in os.walk(html) for name in names if name.endswith(".html")}
+    heavy = {name: size for name, size in sizes.items() if size >= 1_000_000}
+    if heavy:
+        session.error(f"pages of 1 MB or more (bytes): {heavy}")
     # The whole book as one PDF, from the same execution cache (kmtbook.book_pdf): without Chromium one
     # line says how to get it; under CI that is an error.
     session.run("python", "-m", "kmtbook.book_pdf", "--out", out, env=env)

@@ -5,7 +5,7 @@ coloured by their nearest current centre, the centres and their paths so far) an
 objectives beside them, one frame per step: Lloyd's algorithm against the k-means transformer of
 Theorem 2.1 (the paper's Fig. 3), or the trained layer with and without re-embedding (Sec. 3,
 Fig. 4a). :func:`self_contained_html` turns an animation into HTML with play and step controls
-that needs neither a kernel nor the network (matplotlib's ``to_jshtml`` frames, base64 PNGs, with
+that needs neither a kernel nor the network (matplotlib's ``to_jshtml`` player, its frames small WebP images, with
 its one stylesheet from the network removed and its icons replaced by characters), and
 :func:`save_animation` writes it as a page of its own, with caption, source and licence.
 """
@@ -25,7 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .html_figures import FRAME_DPI, SHOWN_PX_PER_INCH, data_uri, small_png, standalone_page
+from .html_figures import FRAME_DPI, SHOWN_PX_PER_INCH, data_uri, small_frame, standalone_page
 from .plotting import cluster_colours
 
 
@@ -218,8 +218,8 @@ CSS = """.animation { max-width: 100%; }
 
 def self_contained_html(animation: FuncAnimation) -> str:
     """The animation as HTML with play, pause and step controls, reading nothing from the network.
-    Its frames are PNGs of few colours (:func:`kmtbook.html_figures.small_png`) at the figure's dpi,
-    shown at 100 CSS pixels per inch (at most the width of the page)."""
+    Its frames are lossless WebP images of few colours (:func:`kmtbook.html_figures.small_frame`) at the
+    figure's dpi, shown at 100 CSS pixels per inch (at most the width of the page)."""
     html = animation.to_jshtml(default_mode="once")
     html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html)
     for name, char in _ICONS.items():
@@ -229,7 +229,7 @@ def self_contained_html(animation: FuncAnimation) -> str:
         raise RuntimeError(f"the animation's HTML still refers to the network or to icons it lacks: {remote[:3]}")
     frames = re.findall(r'"data:image/png;base64,([^"]+)"', html)
     for frame in frames:
-        html = html.replace(frame, data_uri(small_png(base64.b64decode(frame)))[len("data:image/png;base64,"):], 1)
+        html = html.replace(f"data:image/png;base64,{frame}", data_uri(small_frame(base64.b64decode(frame))), 1)
     fig = animation._fig  # type: ignore[attr-defined]
     width, height = (round(size * SHOWN_PX_PER_INCH) for size in fig.get_size_inches())
     return html.replace("<img id=", f'<img width="{width}" height="{height}" id=', 1)

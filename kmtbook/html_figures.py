@@ -1,9 +1,9 @@
 """Figures a reader can move, in HTML that needs neither a kernel nor the network.
 
 A figure under a slider is a handful of frames drawn beforehand by matplotlib (one per slider
-position), embedded in the page as PNG data and swapped by an ``<input type="range">`` with a few
-lines of JavaScript: :func:`slider_html`. The frames are PNGs of few colours (:func:`small_png`),
-drawn at twice the resolution they are shown at, so that a page of ten frames stays far under a
+position), embedded in the page as image data and swapped by an ``<input type="range">`` with a few
+lines of JavaScript: :func:`slider_html`. The frames are lossless WebP images of few colours
+(:func:`small_frame`), drawn at twice the resolution they are shown at, so that a page of ten frames stays far under a
 megabyte. :func:`standalone_page` writes such a figure (or a step-through animation,
 :mod:`kmtbook.animations`) as a page of its own, with its caption, its source and the licence.
 
@@ -34,40 +34,58 @@ LICENCE = "Licence: text and figures CC BY 4.0, code MIT."
 """The book's licence, as a figure's own page states it."""
 
 
-def small_png(data: bytes, colours: int = 32) -> bytes:
-    """A PNG re-encoded with a palette of at most ``colours`` colours (no dithering: flat areas stay
-    flat and compress well); a figure's few colours and their anti-aliased edges survive."""
+def small_frame(data: bytes, colours: int = 32) -> bytes:
+    """An image (PNG or other) as a frame for a page: at most ``colours`` colours (no dithering: flat
+    areas stay flat; a figure's few colours and their anti-aliased edges survive), stored as lossless
+    WebP, which holds such a frame in about three quarters of the bytes of the same palette as PNG
+    (the scattered points of a clustering task compress poorly as PNG). Every current browser shows WebP."""
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as image:
-        palette = image.convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE,
-                                                dither=Image.Dither.NONE)
+        palette = _palette(image, colours)
     out = io.BytesIO()
-    palette.save(out, format="png", optimize=True)
+    palette.save(out, format="webp", lossless=True, quality=100, method=5)
     return out.getvalue()
 
 
-def figure_png(fig: Figure, dpi: float = FRAME_DPI, colours: int = 32) -> bytes:
-    """The figure drawn as a small PNG (:func:`small_png`) at ``dpi``."""
+def _palette(image, colours: int):
+    from PIL import Image
+
+    return image.convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+
+
+def figure_frame(fig: Figure, dpi: float = FRAME_DPI, colours: int = 32) -> bytes:
+    """The figure drawn at ``dpi`` as a small frame (:func:`small_frame`)."""
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=dpi)
-    return small_png(out.getvalue(), colours)
+    return small_frame(out.getvalue(), colours)
 
 
-def data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def data_uri(image: bytes) -> str:
+    """A PNG or WebP image as a ``data:`` address."""
+    return f"data:image/{_image_format(image)};base64," + base64.b64encode(image).decode("ascii")
 
 
-def png_size(png: bytes) -> tuple[int, int]:
-    """Width and height of a PNG from its header."""
-    if png[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG: the header's signature is missing")
-    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+def _image_format(image: bytes) -> str:
+    if image[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if image[:4] == b"RIFF" and image[8:12] == b"WEBP":
+        return "webp"
+    raise ValueError("not a PNG or WebP image: its header's signature is missing")
+
+
+def image_size(image: bytes) -> tuple[int, int]:
+    """Width and height of a PNG or WebP image."""
+    from PIL import Image
+
+    _image_format(image)
+    with Image.open(io.BytesIO(image)) as opened:
+        return opened.size
 
 
 def slider_html(frames: Sequence[bytes], positions: Sequence[str], *, name: str, label: str, alt: str,
                 start: int = 0, dpi: float = FRAME_DPI) -> str:
-    """HTML of a figure under a slider: the PNG ``frames`` (drawn at ``dpi``, shown at
+    """HTML of a figure under a slider: the ``frames`` (PNG or WebP images, drawn at ``dpi``, shown at
     :data:`SHOWN_PX_PER_INCH`, at most the width of their container) and a range input of one step per
     frame, labelled ``label`` and showing the frame's entry of ``positions``. ``name`` makes the ids of
     the page unique; ``alt`` describes the figure for a reader who cannot see it."""
@@ -78,9 +96,10 @@ def slider_html(frames: Sequence[bytes], positions: Sequence[str], *, name: str,
         raise ValueError(f"start must index a frame (0 to {len(frames) - 1}), got {start}")
     if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
         raise ValueError(f"name must be lower-case letters, digits and hyphens, got {name!r}")
-    width, height = png_size(frames[start])
+    width, height = image_size(frames[start])
     shown = round(width * SHOWN_PX_PER_INCH / dpi)
-    uris = json.dumps([data_uri(f) for f in frames])
+    # the starting frame is stored once, as the image's own source, which the script reads back
+    uris = json.dumps([None if i == start else data_uri(f) for i, f in enumerate(frames)])
     values = json.dumps(list(positions))
     return (
         f'<div class="kmt-slider-figure" id="{name}">\n'
@@ -96,6 +115,7 @@ def slider_html(frames: Sequence[bytes], positions: Sequence[str], *, name: str,
         f'  var frames = {uris};\n  var values = {values};\n'
         f'  var slider = document.getElementById("{name}-slider");\n'
         f'  var image = document.getElementById("{name}-frame");\n'
+        f"  frames[{start}] = image.src;\n"
         f'  var value = document.getElementById("{name}-value");\n'
         '  slider.addEventListener("input", function () {\n'
         "    var i = Number(slider.value);\n"

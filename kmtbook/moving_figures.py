@@ -8,7 +8,7 @@
   the paper's Fig. 6) at successive steps of the layer on one task (the layer re-applied to its own
   centres, re-embedded each step as in Sec. 3).
 
-Each returns the frames (small PNGs) and a matplotlib figure of one of them, the still for print.
+Each returns the frames (small WebP images) and a matplotlib figure of one of them, the still for print.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
-from .html_figures import FRAME_DPI, figure_png
+from .html_figures import FRAME_DPI, figure_frame
 from .plotting import cluster_colours
 
 BLOCKS = ("CAX", "SAX", "CAC", "SAC")
@@ -94,7 +94,7 @@ def temperature_frames(X: torch.Tensor, C0: torch.Tensor, runs: Mapping[float, o
         fig = Figure(figsize=size, layout="constrained")
         FigureCanvasAgg(fig)
         _draw_temperature(fig, points, centres, runs, lloyd, index)
-        frames.append(figure_png(fig, FRAME_DPI))
+        frames.append(figure_frame(fig, FRAME_DPI))
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     _draw_temperature(fig, points, centres, runs, lloyd, still)
@@ -159,4 +159,4 @@ def attention_frames(model, X: torch.Tensor, C0: torch.Tensor, steps: int, *, sa
         _draw_attention(fig, X, centres[i], maps[i], i + 1, sample, seed, objective)
         return fig
 
-    return [figure_png(figure(i), FRAME_DPI) for i in range(steps)], figure(still)
+    return [figure_frame(figure(i), FRAME_DPI) for i in range(steps)], figure(still)

@@ -384,6 +384,8 @@ const figures = [...main.querySelectorAll('figure img')].filter(i => i.naturalHe
   id: (i.closest('figure') || {}).id || '', aspect: i.naturalWidth / i.naturalHeight,
   width: Math.round(i.getBoundingClientRect().width)}));
 return {tables: tables, brokenWords: broken, figures: figures, outputs: outputs,
+        gallery: [...main.querySelectorAll('.kmt-gallery-grid')]
+          .map(g => g.querySelectorAll('.kmt-gallery-card').length),
         pageHeight: document.body.scrollHeight,
         pageScrollsSideways: document.documentElement.scrollWidth > document.documentElement.clientWidth + 1};
 """

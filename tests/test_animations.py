@@ -46,7 +46,8 @@ def test_the_html_has_a_frame_per_step_controls_and_no_network():
     X, result = _task(steps=3)
     animation, _ = animate_runs(X[0], runs_from({"Lloyd": result}, 0), title="t", dpi=30)
     html = self_contained_html(animation)
-    assert len(re.findall(r"data:image/png;base64", html)) == 4  # steps 0..3
+    assert len(re.findall(r"data:image/webp;base64", html)) == 4  # steps 0..3, as small WebP frames
+    assert "data:image/png" not in html
     assert not re.search(r"https?://", html), "the page must read offline"
     for control in ("play_animation", "pause_animation", "next_frame", "previous_frame"):
         assert control in html
@@ -119,7 +120,7 @@ def test_the_page_is_light_sharp_and_says_where_it_comes_from(tmp_path):
     page carries its caption, source and licence; the gap panel shows one run minus another."""
     import base64
 
-    from kmtbook.html_figures import png_size
+    from kmtbook.html_figures import image_size
 
     X, result = _task(steps=20)
     other = kmtlib.lloyd(X, result.centers[:, 0] + 0.02, 20, empty="mean")
@@ -130,8 +131,8 @@ def test_the_page_is_light_sharp_and_says_where_it_comes_from(tmp_path):
     text = page.read_text()
     assert page.stat().st_size < 1_000_000
     assert "the caption" in text and "chapter 5" in text and "CC BY 4.0" in text and "MIT" in text
-    frames = re.findall(r'"data:image/png;base64,([^"]+)"', text)
-    width, height = png_size(base64.b64decode(frames[0]))
+    frames = re.findall(r'"data:image/webp;base64,([^"]+)"', text)
+    width, height = image_size(base64.b64decode(frames[0]))
     shown = int(re.search(r'<img width="(\d+)"', text).group(1))
     # twice the pixels per shown pixel, and over four times the pixels of the old 678 x 240 frames
     assert width >= 2 * shown and width * height >= 4 * 678 * 240

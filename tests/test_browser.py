@@ -417,7 +417,7 @@ def test_pages_read_on_a_phone(html, base):
 def test_the_figure_register_and_the_results_table_fit_a_desktop_window(html, base):
     """At 1280 px no page is wider than the window or breaks a word in a table or the rerun box, and
     the register of figures and the index's results table fit the content column: nothing cut off,
-    no sideways scrolling."""
+    no sideways scrolling; the results table is under 2 500 px tall."""
     names = sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))
     problems = []
     with site.chromium() as driver:
@@ -431,7 +431,19 @@ def test_the_figure_register_and_the_results_table_fit_a_desktop_window(html, ba
                 results = [t for t in seen["tables"] if "kmt-results" in t["table"]]
                 assert results, "the index's results table is not marked kmt-results"
                 print(f"index results table at 1280 px: {results[0]['height']} px for {results[0]['rows']} rows")
+                # one short sentence per row (the chapter holds the rest): the old table of long cells was 7 033 px
+                if results[0]["height"] >= 2500:
+                    problems.append(f"the index's results table is {results[0]['height']} px tall (at most 2 500)")
     assert not problems, "at 1280 px:\n" + "\n".join(problems)
+
+
+def test_every_page_weighs_under_a_megabyte(html):
+    """A page carries its animations and sliders inline (their frames as data: images): every page of
+    the book, and every figure's page of its own, stays under 1 MB."""
+    weights = {str(p.relative_to(html)): p.stat().st_size for p in html.rglob("*.html")}
+    print("heaviest pages:", sorted(weights.items(), key=lambda item: -item[1])[:4])
+    heavy = {name: size for name, size in weights.items() if size >= 1_000_000}
+    assert not heavy, f"pages of 1 MB or more (bytes): {heavy}"
 
 
 def test_the_book_as_one_pdf(html):

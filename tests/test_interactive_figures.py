@@ -21,7 +21,7 @@ import torch
 matplotlib.use("Agg")
 
 import kmtlib
-from kmtbook.html_figures import png_size, slider_html, small_png, standalone_page
+from kmtbook.html_figures import data_uri, image_size, slider_html, small_frame, standalone_page
 from kmtbook.moving_figures import attention_frames, gamma_text, temperature_frames
 
 CHAPTER_PAGES = {"gamma-slider": site.QUICK / "03_temperature" / "results" / "fig-gamma-slider.html",
@@ -125,8 +125,10 @@ def test_the_chapters_slider_pages(driver, name):
 
 
 def test_slider_html_refuses_what_it_cannot_show():
-    frame = small_png(_one_png())
-    assert png_size(frame) == (40, 30)
+    frame = small_frame(_one_png())
+    assert image_size(frame) == (40, 30) and data_uri(frame).startswith("data:image/webp;base64,")
+    with pytest.raises(ValueError, match="PNG or WebP"):
+        data_uri(b"GIF89a")
     with pytest.raises(ValueError, match="as many"):
         slider_html([frame], ["a", "b"], name="x", label="x", alt="x")
     with pytest.raises(ValueError, match="start"):
@@ -135,6 +137,7 @@ def test_slider_html_refuses_what_it_cannot_show():
         slider_html([frame], ["a"], name="X y", label="x", alt="x")
     html = slider_html([frame, frame], ["a", "b"], name="x", label="the value", alt="x")
     assert 'type="range"' in html and 'width="20"' in html  # drawn at twice the size it is shown at
+    assert html.count("data:image/") == 2, "each frame is stored once (the first as the image's own source)"
 
 
 def _one_png() -> bytes:
@@ -165,5 +168,5 @@ def test_the_chapters_animation_pages_are_light_sharp_and_cited(page):
     text = page.read_text()
     assert "CC BY 4.0" in text and "MIT" in text and "Source: kmt-book, chapter" in text
     shown = int(re.search(r'<img width="(\d+)"', text).group(1))
-    frame = base64.b64decode(re.search(r'"data:image/png;base64,([^"]+)"', text).group(1))
-    assert png_size(frame)[0] >= 2 * shown
+    frame = base64.b64decode(re.search(r'"data:image/webp;base64,([^"]+)"', text).group(1))
+    assert image_size(frame)[0] >= 2 * shown

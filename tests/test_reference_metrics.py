@@ -232,7 +232,7 @@ def test_the_update_command_reads_another_checkouts_build(tmp_path, capsys):
     assert rm.main(["update", "--root", str(root), "--build-root", str(build), "--entries", "06_ablation_d_only",
                     "--reason", "first references", "--commit", "abc"]) == 0
     entries = rm.read_references(rm.reference_path(root, "book"))
-    assert entries["06_ablation_d_only:param_n_tasks"]["value"] == 96
+    assert entries["06_ablation_d_only:lloyd_t20"]["value"] == 5.26
     assert entries["06_ablation_d_only:none_t20"]["kind"] == "sampled"
     assert all(e["commit"] == "abc" for e in entries.values())
     assert "06_ablation_d_only:none_t20: added" in capsys.readouterr().out
