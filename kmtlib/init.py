@@ -113,6 +113,15 @@ def init_centers(
     check_choice("init method", method, INIT_METHODS)
     trials = greedy_trials(k) if n_local_trials is None else check_int("n_local_trials", n_local_trials, minimum=1)
     g = check_generator(generator, X.device)
+    return init_centers_unchecked(X, k, method, g, trials)
+
+
+def init_centers_unchecked(
+    X: torch.Tensor, k: int, method: str, generator: torch.Generator | None, n_local_trials: int
+) -> torch.Tensor:
+    """:func:`init_centers` on inputs its caller has checked (``n_local_trials`` a number): the
+    same centres, no checks (for a caller that checks its data once at its entry, as the
+    estimator does)."""
     if method == "random":
-        return _random_subset(X, k, g)
-    return _kmeans_plus_plus(X, k, g, trials)
+        return _random_subset(X, k, generator)
+    return _kmeans_plus_plus(X, k, generator, n_local_trials)

@@ -12,8 +12,8 @@ from .objective import (
     assignment_cost_rows,
     center_rows,
     coordinate_major,
-    nearest_center,
     nearest_center_coordinate_major,
+    nearest_center_unchecked,
     range_exponents,
 )
 from .results import ClusteringResult
@@ -116,8 +116,19 @@ def lloyd_step(
     """
     check_choice("empty-cluster rule", empty, EMPTY_RULES)
     g = check_generator(generator, X.device)
-    labels = nearest_center(X, C)
-    new, counts = _move_centers(X, labels, None, C, empty, g)
+    check_points(X)
+    check_centers(C, X, name="C", at_most_n=False)
+    return lloyd_step_unchecked(X, C, empty, g)
+
+
+def lloyd_step_unchecked(
+    X: torch.Tensor, C: torch.Tensor, empty: str = "mean", generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`lloyd_step` on inputs its caller has checked (``generator`` a Generator or None): the
+    same step, no checks (for a caller that checks its data once and then steps many times, as
+    the estimator's polish does)."""
+    labels = nearest_center_unchecked(X, C)
+    new, counts = _move_centers(X, labels, None, C, empty, generator)
     return new, labels, counts
 
 

@@ -141,6 +141,12 @@ def squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """
     check_points(X)
     check_centers(C, X, name="C", at_most_n=False)
+    return squared_distances_unchecked(X, C)
+
+
+def squared_distances_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`squared_distances` of points and centres their caller has checked: the same numbers,
+    no checks (for a caller that checks its data once at its entry, as the estimator does)."""
     frame = DistanceFrame.of(X, C)
     return frame.squares_back(_squared_distances(frame.to_frame(X), frame.to_frame(C)))
 
@@ -162,6 +168,13 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """
     check_points(X)
     check_centers(C, X, name="C", at_most_n=False)
+    return nearest_center_unchecked(X, C)
+
+
+def nearest_center_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`nearest_center` of points and centres their caller has checked: the same labels, no
+    checks (for a caller that checks its data once at its entry and then assigns many times, as
+    the estimator's polish does)."""
     frame = DistanceFrame.of(X, C)
     return _nearest_center(frame.to_frame(X), frame.to_frame(C))
 

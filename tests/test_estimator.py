@@ -22,6 +22,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmtlib
 import kmtlib.domain.frame
+import kmtlib.estimator.domain
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.domain.broad_tasks import CENTRE, TARGET_TOTAL_VARIANCE, spread_normalise
 from kmtlib.estimator import PRETRAINED_ANY_K, DomainMap, lloyd_to_fixed_point, means_readout, pretrained_model
@@ -461,7 +462,7 @@ def test_from_model_only_where_the_layer_is_strictly_better():
 # ----------------------------------------------------------------------------- the last hostile cases
 def test_frames_above_the_limit_are_refused_before_any_run(monkeypatch):
     """frames=10**9 is refused at once, naming the limit (no rotation is drawn)."""
-    monkeypatch.setattr(kmtlib.estimator, "frame_turns", lambda *a: pytest.fail("a frame was drawn"))
+    monkeypatch.setattr(kmtlib.estimator.domain, "frame_turns", lambda *a: pytest.fail("a frame was drawn"))
     with pytest.raises(ValueError, match=f"frames must be at most {kmtlib.estimator.MAX_FRAMES}, got 1000000000"):
         TransformerKMeans(4, frames=10**9).fit(X_SMALL)
 

@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from kmtlib import TransformerKMeans, load_model
 from kmtlib.domain.frame import data_unit
 from kmtlib.estimator import DomainMap, lloyd_to_fixed_point, pretrained_model
+from kmtlib.estimator.fit import initial_centers, run_model
 from kmtlib.training import TrainConfig, train
 from kmtlib.training.estimator_use import (
     estimator_batch,
@@ -31,9 +32,8 @@ def _blobs(n=300, d=5, k=4, seed=0):
 def test_the_start_is_the_estimators_draw_for_the_same_generator(state):
     X, k = _blobs(seed=state), 4
     X64 = X / data_unit(X)  # (the estimator's own unit, a power of two)
-    estimator = TransformerKMeans(k, random_state=state)
     random_state = check_random_state(state)
-    C0_user = estimator._initial_centers(X64, 1.0, k, 1, random_state)[0]
+    C0_user = initial_centers(TransformerKMeans(k).init, X64, 1.0, k, 1, random_state)[0]
     domain = DomainMap.fit(X64, 32)
     # the estimator seeds its torch generator from the first draw of its random state
     seed = int(np.random.RandomState(state).randint(np.iinfo(np.int32).max))
@@ -58,7 +58,7 @@ def test_the_layer_runs_as_in_the_estimator_and_keeps_the_padding_zero():
         final = layer_final_centers(model, batch.X, batch.C0, batch.filled, 3)
         for b in range(2):
             filled = int(batch.filled[b])
-            expected = TransformerKMeans._run(model, batch.X[b], batch.C0[b : b + 1], 3, filled=filled)
+            expected = run_model(model, batch.X[b], batch.C0[b : b + 1], 3, filled=filled)
             torch.testing.assert_close(final[b : b + 1], expected)
             assert torch.all(final[b, :, filled:] == 0)
 

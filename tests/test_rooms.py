@@ -90,8 +90,15 @@ ROOMS: dict[str, str] = {
     "kmtlib.analysis": "evaluation",  # (the package imports none of its modules)
     "kmtlib.analysis.evaluate": "evaluation",
     "kmtlib.analysis.inspect_layer": "evaluation",
-    # the scikit-learn estimator
+    # the scikit-learn estimator: its parameters, the model it runs, the frame and domain map, the
+    # fit, the reported quantities, the estimator itself
     "kmtlib.estimator": "estimator",
+    "kmtlib.estimator.params": "estimator",
+    "kmtlib.estimator.model": "estimator",
+    "kmtlib.estimator.domain": "estimator",
+    "kmtlib.estimator.fit": "estimator",
+    "kmtlib.estimator.reported": "estimator",
+    "kmtlib.estimator.transformer_kmeans": "estimator",
 }
 """Every module of kmtlib and its room (a new module must be placed here)."""
 
