@@ -270,6 +270,7 @@ def check_08(m: Metrics) -> None:
 
 
 def check_10(m: Metrics) -> None:
+    readable_figures(m)
     assert set(m["figures"]) == {
         "fig-variant-soft",
         "fig-variant-spherical",
@@ -370,6 +371,7 @@ def check_09(m: Metrics) -> None:
 
 
 def check_11(m: Metrics) -> None:
+    readable_figures(m)
     # the speed figures: the speed-up labels inside their panels, the target line in a legend over no bar
     assert not [p for p in m["figure_problems"] if p.startswith(("fig-perf-training-sweeps:", "fig-perf-lloyd:"))], \
         m["figure_problems"]
