@@ -92,16 +92,11 @@ def sweep_figure(
     rows = np.atleast_1d(np.asarray(fig.subfigures(len(values), 1, height_ratios=heights), dtype=object))
     counts = {}
     longest = 0
-    first: list = []
+    columns: tuple[list, list] = ([], [])
     for i, (row, value) in enumerate(zip(rows, values)):
         ax_loss, ax_rel = row.subplots(1, 2)
-        if first:
-            ax_loss.sharex(first[0])
-            ax_rel.sharex(first[0])
-            ax_loss.sharey(first[0])
-            ax_rel.sharey(first[1])
-        else:
-            first = [ax_loss, ax_rel]
+        columns[0].append(ax_loss)
+        columns[1].append(ax_rel)
         sel = logs[(logs[field] == value) & config_mask(logs, **fixed)]
         longest = max(longest, int(sel.step.max()) if len(sel) else 0)
         counts[value] = draw_bands(ax_loss, ax_rel, sel)
@@ -117,8 +112,28 @@ def sweep_figure(
                 ax.set_xlabel("training step")
         if counts[value]:
             ax_loss.legend(fontsize=9, loc="best")
+    same_limits(columns[0] + columns[1], "x")
+    for column in columns:
+        same_limits(column, "y")
     fig.suptitle(f"{title}\n{longest:,} training steps per run shown (the paper: {PAPER_STEPS:,})", fontsize=12)
     return fig, counts
+
+
+def same_limits(axes: Sequence, axis: str) -> None:
+    """Give ``axes`` the limits that sharing their ``axis`` ("x" or "y") would: each is autoscaled on
+    the union of their data. The rows of a sweep figure are subfigures, and matplotlib redraws the
+    whole figure at every limit change of an axis shared across subfigures; sharing a grid of panels
+    that way costs many full draws of it."""
+    from matplotlib.transforms import Bbox
+
+    boxes = [ax.dataLim for ax in axes if np.isfinite(ax.dataLim.get_points()).all()]
+    if not boxes:
+        return
+    union = Bbox.union(boxes)
+    lo, hi = (union.x0, union.x1) if axis == "x" else (union.y0, union.y1)
+    for ax in axes:  # (only this axis of the corners is read: the other keeps the panel's own data)
+        ax.update_datalim([(lo, lo), (hi, hi)], updatex=axis == "x", updatey=axis == "y")
+        ax.autoscale_view(scalex=axis == "x", scaley=axis == "y")
 
 
 def _row_title(title: str, gone, borrowed: bool) -> str:

@@ -192,6 +192,52 @@ def test_ship_script_copies_finished_and_diverged_runs(tmp_path):
     assert set(run_table(out, include_diverged=True).status) == {"finished", "diverged"}
 
 
+
+def test_a_sweep_figure_shares_its_limits_without_drawing(tmp_path):
+    """The rows compare at a glance: every panel has the same step axis and each column the same
+    y-axis, a row without runs included, as sharing the axes would give; and building the figure
+    draws nothing (axes shared across subfigures redraw the whole figure at each limit change)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kmtbook.dynamics_figures import sweep_figure
+
+    for li, steps, offset in ((1, 200, 0.0), (4, 400, 1.0)):  # rows of other lengths and heights
+        for seed in (1, 2):
+            _fake_run(tmp_path, li=li, seed=seed, steps=steps, offset=offset + 0.1 * seed)
+    runs = run_table(tmp_path)
+    logs = read_logs(runs, window=50)
+    none = runs.iloc[0:0]
+    draws = []
+    original = type(plt.figure().canvas).draw
+    plt.close("all")
+
+    def counting_draw(canvas, *args, **kwargs):
+        draws.append(canvas)
+        return original(canvas, *args, **kwargs)
+
+    type(plt.figure().canvas).draw = counting_draw
+    plt.close("all")
+    try:
+        fig, counts = sweep_figure(logs, (dict(d=4, k=6), "loss_inv_temp", [1, 4, 7]), "d = 4, k = 6",
+                                   lambda v: f"1/lambda = {v:g}", window=50, diverged=none, borrowed=none)
+        built = len(draws)
+        fig.canvas.draw()
+    finally:
+        type(fig.canvas).draw = original
+    assert built == 0
+    assert counts[7] == {}
+    loss, rel = fig.axes[0::2], fig.axes[1::2]
+    assert len({ax.get_xlim() for ax in fig.axes}) == 1
+    assert len({ax.get_ylim() for ax in loss}) == 1 and len({ax.get_ylim() for ax in rel}) == 1
+    x0, x1 = fig.axes[0].get_xlim()
+    assert x0 < 50 and x1 > 400  # the longer row's steps fit every panel
+    # the higher row's curve (about 2.5 at step 50, against 1.5 for the first row) fits the first row's panel
+    assert rel[0].get_ylim()[1] > 2.4
+    plt.close(fig)
+
 # ------------------------------------------------------------------------------- truncation claim
 def test_first_steps_of_a_longer_run_are_the_shorter_run(tmp_path):
     """The chapter compares the first S steps of 10 000-step runs with S-step runs: nothing in the
