@@ -80,8 +80,8 @@ def sweep_figure(
     ``sweep`` is ``(fixed, field, values)``: the configuration fields held fixed, the one that
     varies and its values. ``diverged`` (runs stopped by a non-finite loss) and ``borrowed`` (runs
     taken from the shipped paper-length runs) are named in the row titles. Every panel has the same
-    step axis and each column the same y-axis (:func:`same_limits`), so that rows compare at a glance. Returns the figure and
-    the seed counts per value and width."""
+    step axis and each column the same y-axis (:func:`same_limits`), so that rows compare at a
+    glance. Returns the figure and the seed counts per value and width."""
     import matplotlib.pyplot as plt
 
     fixed, field, values = sweep
