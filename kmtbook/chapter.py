@@ -193,10 +193,15 @@ class Chapter:
         except ValueError:
             return str(path)
 
-    def save_figure(self, fig, label: str) -> None:
+    def save_figure(self, fig, label: str, data: Any = None) -> None:
         """Write ``<label>.png`` and ``<label>.pdf`` into the output folder and, in a notebook, show
         that PNG as the cell's image (the page shows the very file a reader cites; the figure is
         closed, so it is not drawn a third time for the page).
+
+        ``data``, where the figure's point is in its numbers, is what it plots (a pandas DataFrame or
+        a mapping of column -> values; :func:`kmtbook.figure_data.plotted_data` reads a figure's
+        lines and bars): written as ``<label>.csv`` beside the PNG, headed by ``# `` lines with the
+        same title, text alternative, citation and licence as the PNG (:mod:`kmtbook.figure_data`).
 
         A figure with a template plural ("3 model(s)") is refused; a legend over plotted points, a
         label outside its panel or text under 9 px at the size the page shows the figure
@@ -227,6 +232,13 @@ class Chapter:
         credit, authors = self.figure_credit(label)
         fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight", metadata=credit.png_metadata(authors))
         fig.savefig(self.output_dir / f"{label}.pdf", bbox_inches="tight", metadata=credit.pdf_metadata(authors))
+        table = self.output_dir / f"{label}.csv"
+        if data is not None:
+            from .figure_data import write_figure_csv
+
+            write_figure_csv(table, data, credit.text_lines(authors))
+        else:
+            table.unlink(missing_ok=True)  # a file of an earlier run would be published as this run's
         png_width = _png_width(png.read_bytes()[:24])
         sizes = text_sizes_on_page(fig, png_width, SAVED_DPI)
         self.figure_text_px.append(round(sizes[0][0], 2) if sizes else None)
@@ -239,12 +251,13 @@ class Chapter:
     def figure_credit(self, label: str) -> tuple[FigureCredit, str]:
         """How figure ``label`` of this chapter is cited (:mod:`kmtbook.figure_metadata`), and the book's authors."""
         from .citation import read_citation
-        from .figure_metadata import chapter_captions, credit
+        from .figure_metadata import chapter_alternatives, chapter_captions, credit
 
         if self._citation is None:
             self._citation = read_citation(self.root, __version__, None, os.environ)
-        caption = chapter_captions(self.root / "book" / f"{self.stem}.md").get(label)
-        return credit(self._citation, self.stem, label, caption), self._citation.authors
+        source = self.root / "book" / f"{self.stem}.md"
+        caption, alt = chapter_captions(source).get(label), chapter_alternatives(source).get(label)
+        return credit(self._citation, self.stem, label, caption, alt), self._citation.authors
 
     def record(self, **values: Any) -> None:
         """Add key numbers to ``metrics.json`` (plain numbers, strings, lists of numbers).

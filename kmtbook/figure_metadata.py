@@ -8,6 +8,12 @@ it: in the PNG as text chunks (``Title``, ``Author``, ``Description``, ``Source`
 the versioned address and the repository), the title the first clause of the figure's caption, read
 from the chapter's source (the ``mystnb.figure`` metadata of its cell).
 
+Every figure also has a text alternative: one or two sentences saying what kind of figure it is and
+what it shows, for a reader who cannot see it. It is written once, where the figure is made, in the
+same cell's metadata (``mystnb.image.alt``, which myst-nb sets as the ``alt`` of the image on the
+page); :func:`chapter_alternatives` reads it back, and the PNG (text chunk ``Alt``), the PDF (the
+start of its ``Subject``), the figure's CSV and the figures page carry the same words.
+
 :func:`figure_credit` gives the same facts as three lines (citation, source page, licence) for any
 other file a figure is published as (an animation's or interactive figure's HTML).
 """
@@ -42,25 +48,41 @@ def caption_title(caption: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _captions(path: Path, mtime: float) -> dict[str, str]:
+def _figure_cells(path: Path, mtime: float) -> dict[str, tuple[str, str]]:
+    """label -> (caption, text alternative) of every labelled figure cell of a chapter's source."""
     found = {}
     for header in _CELL.findall(path.read_text(encoding="utf-8")):
         try:
             meta = yaml.safe_load(header) or {}
         except yaml.YAMLError:
             continue
-        figure = (meta.get("mystnb") or {}).get("figure") if isinstance(meta, dict) else None
+        mystnb = (meta.get("mystnb") or {}) if isinstance(meta, dict) else {}
+        figure = mystnb.get("figure") if isinstance(mystnb, dict) else None
         if isinstance(figure, dict) and figure.get("name"):
-            found[str(figure["name"])] = " ".join(str(figure.get("caption") or "").split())
+            image = mystnb.get("image")
+            alt = image.get("alt") if isinstance(image, dict) else None
+            found[str(figure["name"])] = (" ".join(str(figure.get("caption") or "").split()),
+                                          " ".join(str(alt or "").split()))
     return found
+
+
+def _cells(source: Path) -> dict[str, tuple[str, str]]:
+    source = Path(source)
+    if not source.is_file():
+        return {}
+    return _figure_cells(source, source.stat().st_mtime)
 
 
 def chapter_captions(source: Path) -> dict[str, str]:
     """Every labelled figure of a chapter's MyST source: label -> caption (empty where none is given)."""
-    source = Path(source)
-    if not source.is_file():
-        return {}
-    return _captions(source, source.stat().st_mtime)
+    return {label: caption for label, (caption, _) in _cells(source).items()}
+
+
+def chapter_alternatives(source: Path) -> dict[str, str]:
+    """Every labelled figure of a chapter's MyST source: label -> its text alternative, the
+    ``mystnb.image.alt`` of its cell (empty where none is given). The one source of the words the
+    page's ``<img alt>``, the figures page and the figure's files carry."""
+    return {label: alt for label, (_, alt) in _cells(source).items()}
 
 
 def chapter_locator(stem: str) -> str:
@@ -80,30 +102,42 @@ class FigureCredit:
     licence: str  # which licence applies to the figure (and to the code that drew it)
     version: str
     commit: str | None
+    alt: str = ""  # the text alternative: what kind of figure it is and what it shows
+
+    def text_lines(self, authors: str) -> list[str]:
+        """The same facts as lines of text (the header of the figure's CSV)."""
+        lines = [f"Figure {self.label}: {self.title}"]
+        if self.alt:
+            lines.append(f"What it shows: {self.alt}")
+        return [*lines, f"Cite: {self.citation}", f"Source: {self.source}", f"Authors: {authors}",
+                f"Licence: {self.licence}", f"Version {self.version}, commit {self.commit or '(none recorded)'}"]
 
     def png_metadata(self, authors: str) -> dict[str, str]:
         """PNG text chunks (matplotlib's ``savefig(metadata=...)`` for PNG)."""
-        return {"Title": self.title, "Author": authors, "Description": self.citation, "Source": self.source,
-                "Copyright": self.licence, "Label": self.label, "Version": self.version,
-                "Commit": self.commit or "(none recorded)"}
+        chunks = {"Title": self.title, "Author": authors, "Description": self.citation, "Source": self.source,
+                  "Copyright": self.licence, "Label": self.label, "Version": self.version,
+                  "Commit": self.commit or "(none recorded)"}
+        return {**chunks, "Alt": self.alt} if self.alt else chunks
 
     def pdf_metadata(self, authors: str) -> dict[str, str]:
         """PDF document information (matplotlib's ``savefig(metadata=...)`` for PDF)."""
         return {"Title": self.title, "Author": authors,
-                "Subject": f"{self.citation} Licence: {self.licence}",
+                "Subject": (f"{self.alt} " if self.alt else "") + f"Cite: {self.citation} Licence: {self.licence}",
                 "Keywords": f"{self.label}; version {self.version}; commit {self.commit or '(none recorded)'}; "
                             f"{LICENCE_TEXT} {LICENCE_TEXT_URL}; source {self.source}"}
 
 
-def credit(citation: BookCitation, stem: str, label: str, caption: str | None = None) -> FigureCredit:
-    """The credit of figure ``label`` of chapter ``stem`` in the build ``citation`` describes."""
+def credit(citation: BookCitation, stem: str, label: str, caption: str | None = None,
+           alt: str | None = None) -> FigureCredit:
+    """The credit of figure ``label`` of chapter ``stem`` in the build ``citation`` describes (with its
+    text alternative ``alt``, where the chapter gives one)."""
     page = f"book/{stem}.html#{label}"
     title = caption_title(caption) if caption else label
     line = citation.reference(f"{chapter_locator(stem)}, figure {label}: {title}", page)
     return FigureCredit(label=label, title=title, citation=line, source=citation.where(page),
                         licence=f"{LICENCE_TEXT} ({LICENCE_TEXT_URL}): reuse it with this citation. "
                                 f"{LICENCE_STATEMENT}.",
-                        version=citation.version, commit=citation.commit)
+                        version=citation.version, commit=citation.commit, alt=alt or "")
 
 
 def figure_credit(label: str, stem: str | None = None, root: Path | None = None) -> FigureCredit:
@@ -117,15 +151,16 @@ def figure_credit(label: str, stem: str | None = None, root: Path | None = None)
     from .chapter import find_repo_root
 
     root = Path(root) if root is not None else find_repo_root()
-    captions: dict[str, str] = {}
+    cells: dict[str, tuple[str, str]] = {}
     if stem is None:
         for source in sorted((root / "book").glob("[0-9]*.md")):
-            captions = chapter_captions(source)
-            if label in captions:
+            cells = _cells(source)
+            if label in cells:
                 stem = source.stem
                 break
         else:
             raise ValueError(f"figure label {label!r}: no chapter under {root / 'book'} has a figure of that name")
     else:
-        captions = chapter_captions(root / "book" / f"{stem}.md")
-    return credit(read_citation(root, __version__, None, os.environ), stem, label, captions.get(label))
+        cells = _cells(root / "book" / f"{stem}.md")
+    caption, alt = cells.get(label, (None, None))
+    return credit(read_citation(root, __version__, None, os.environ), stem, label, caption, alt)

@@ -240,3 +240,35 @@ def test_a_figure_page_of_its_own_is_published_beside_the_png_and_cited(tmp_path
     assert (tmp_path / "html" / "figures" / f"{LABEL}.html").read_text() == "<!DOCTYPE html><p>moving</p>"
     line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
     assert f"interactive, on a page of its own: https://readers.invalid/book/dev/figures/{LABEL}.html" in line
+
+
+def test_a_figures_numbers_are_published_beside_the_png_and_linked(tmp_path):
+    """The CSV a run wrote beside its PNG (``Chapter.save_figure(..., data=...)``) goes to
+    ``figures/<label>.csv``; the line under the figure and the figure's card in the gallery link it; a
+    figure without one links none."""
+    app = _app(tmp_path, url="https://readers.invalid/book/")
+    figure = app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
+    assert figures.data_file(app, "01_kmeans_and_lloyd", figure) is None
+    assert "CSV" not in figures.figures_table(app, "index").astext()
+    assert "numbers" not in figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
+    table = "# Figure fig-lloyd-trajectory: Lloyd's trajectory\npanel,series,x,y\nobjective,line 1,0.0,2.5\n"
+    (tmp_path / "results" / f"{LABEL}.csv").write_text(table)
+    figures.copy_figures(app)
+    assert (tmp_path / "html" / "figures" / f"{LABEL}.csv").read_text() == table
+    line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
+    assert f"the numbers it plots: https://readers.invalid/book/dev/figures/{LABEL}.csv" in line
+    gallery = figures.figures_table(app, "index")
+    assert f"figures/{LABEL}.csv" in [ref["refuri"] for ref in gallery.findall(nodes.reference)]
+    assert list(gallery.findall(nodes.paragraph))[-1].astext() == "beyond the paper · PNG · PDF · data (CSV)"
+    # a CSV of another run than the page shows is not this page's: not published, not linked
+    other = _app(tmp_path / "other", run="20260101T000000Z-2-000002")
+    (tmp_path / "other" / "results" / f"{LABEL}.csv").write_text(table)
+    assert figures.data_file(other, "01_kmeans_and_lloyd", other.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]) \
+        is None
+
+
+def test_the_gallery_shows_a_figure_by_its_text_alternative(tmp_path):
+    app = _app(tmp_path)
+    app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]["alt"] = "Line chart of a falling objective."
+    (thumbnail,) = figures.figures_table(app, "index").findall(nodes.raw)
+    assert 'alt="Line chart of a falling objective."' in thumbnail.astext()

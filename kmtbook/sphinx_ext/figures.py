@@ -1,5 +1,6 @@
 """The figure register and the citations: every labelled figure published under a stable name
-(``figures/<label>.png`` and ``.pdf``), the ``figure-list`` table, the lines "Cite this figure" and
+(``figures/<label>.png`` and ``.pdf``, and ``.csv`` with the numbers it plots where its chapter wrote
+them), the ``figure-list`` table, the lines "Cite this figure" and
 "Cite this page", the ``book-citation`` and ``figure-citation`` directives and the build's
 ``CITATION.cff``."""
 
@@ -63,6 +64,14 @@ def interactive_file(app: Sphinx, docname: str, figure: dict) -> Path | None:
     return page if page is not None and page.is_file() else None
 
 
+def data_file(app: Sphinx, docname: str, figure: dict) -> Path | None:
+    """The numbers the figure plots (``<label>.csv``, :mod:`kmtbook.figure_data`), if the chapter's run
+    shown on the page wrote them beside its PNG."""
+    png, _ = figure_files(app, docname, figure)
+    table = png.with_suffix(".csv") if png is not None else None
+    return table if table is not None and table.is_file() else None
+
+
 def figure_target(app: Sphinx, label: str, suffix: str) -> str:
     return f"{app.config.kmt_figures_dir}/{label}{suffix}"
 
@@ -104,14 +113,19 @@ def copy_figures(app: Sphinx) -> None:
             moving = interactive_file(app, docname, figure)
             if moving is not None:  # published beside the PNG and PDF: figures/<label>.html
                 shutil.copyfile(moving, out / figure_target(app, figure["label"], ".html"))
+            table = data_file(app, docname, figure)
+            if table is not None:  # the numbers it plots: figures/<label>.csv
+                shutil.copyfile(table, out / figure_target(app, figure["label"], ".csv"))
 
 
-def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, caption: str, page_uri: str) -> nodes.raw:
-    """The figure's thumbnail, a link to the figure on its page; its caption is the image's text."""
+def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, figure: dict, page_uri: str) -> nodes.raw:
+    """The figure's thumbnail, a link to the figure on its page; its text is the figure's text
+    alternative, the same as on its page (its caption where the page gave it none)."""
     src = html_escape(relative_uri(app, fromdoc, thumbnail_target(app, label)), quote=True)
     href = html_escape(f"{page_uri}#{label}", quote=True)
-    alt = html_escape(f"{number}: {caption}", quote=True)
-    return nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" title="{alt}" '
+    alt = html_escape(figure.get("alt") or f"{number}: {figure['caption']}", quote=True)
+    title = html_escape(f"{number}: {figure['caption']}", quote=True)
+    return nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" title="{title}" '
                          f'class="kmt-thumbnail"></a>', format="html")
 
 
@@ -120,7 +134,8 @@ def figure_number(app: Sphinx, docname: str, label: str) -> str:
     return "Fig. " + ".".join(map(str, numbers)) if numbers else "(unnumbered)"
 
 
-def _files(app: Sphinx, fromdoc: str, label: str, png: Path | None, pdf: Path | None) -> list[Any]:
+def _files(app: Sphinx, fromdoc: str, label: str, png: Path | None, pdf: Path | None,
+           table: Path | None = None) -> list[Any]:
     files: list[Any] = []
     if png is not None:
         files.append(link("PNG", relative_uri(app, fromdoc, figure_target(app, label, ".png"))))
@@ -128,6 +143,9 @@ def _files(app: Sphinx, fromdoc: str, label: str, png: Path | None, pdf: Path | 
         files += [" · " if files else "", link("PDF", relative_uri(app, fromdoc, figure_target(app, label, ".pdf")))]
     elif png is not None:
         files.append(" (no PDF in this build)")
+    if table is not None:
+        files += [" · " if files else "", link("data (CSV)", relative_uri(app, fromdoc,
+                                                                        figure_target(app, label, ".csv")))]
     return files or [nodes.Text("(no file)")]
 
 
@@ -140,7 +158,7 @@ def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.contai
     number = figure_number(app, docname, label)
     card = nodes.container(classes=["kmt-gallery-card"])
     if png is not None:
-        card += _thumbnail(app, fromdoc, label, number, figure["caption"], page_uri)
+        card += _thumbnail(app, fromdoc, label, number, figure, page_uri)
     title = nodes.paragraph(classes=["kmt-gallery-number"])
     title += nodes.strong("", "", link(number, f"{page_uri}#{label}"))
     title += nodes.Text(" ")
@@ -148,7 +166,7 @@ def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.contai
     card += title
     what = nodes.paragraph(classes=["kmt-gallery-files"])
     what += nodes.Text((reproduces(posixpath.basename(docname), label) or "(not stated)") + " · ")
-    for part in _files(app, fromdoc, label, png, pdf):
+    for part in _files(app, fromdoc, label, png, pdf, data_file(app, docname, figure)):
         what += part if isinstance(part, nodes.Node) else nodes.Text(part)
     card += what
     return card
@@ -253,6 +271,9 @@ def _figure_citation(app: Sphinx, docname: str, figure: dict) -> nodes.paragraph
         para += nodes.Text(" (vector: ")
         para += _file_link(app, docname, figure_target(app, label, ".pdf"), citation)
         para += nodes.Text(")")
+    if data_file(app, docname, figure) is not None:
+        para += nodes.Text("; the numbers it plots: ")
+        para += _file_link(app, docname, figure_target(app, label, ".csv"), citation)
     if interactive_file(app, docname, figure) is not None:
         para += nodes.Text("; interactive, on a page of its own: ")
         para += _file_link(app, docname, figure_target(app, label, ".html"), citation)

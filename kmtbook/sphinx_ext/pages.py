@@ -79,15 +79,22 @@ def read_page(app: Sphinx, doctree: nodes.document) -> dict[str, Any]:
 
 
 def _labelled_figures(app: Sphinx, docname: str, doctree: nodes.document) -> list[dict[str, Any]]:
-    """The page's figures labelled ``fig-...``: label, caption and the image file it displays."""
+    """The page's figures labelled ``fig-...``: label, caption, the image file it displays and its text
+    alternative (the image's ``alt``, which myst-nb sets from the cell's ``mystnb.image.alt``)."""
     figures = []
     for fig in doctree.findall(nodes.figure):
         label = next((i for i in fig["ids"] if i.startswith("fig-")), None)
         if label is None:
             continue
         caption = fig.next_node(nodes.caption)
+        image = fig.next_node(nodes.image)
+        alt = " ".join(str(image.get("alt") or "").split()) if image is not None else ""
         figures.append({"label": label, "caption": caption.astext() if caption is not None else "",
-                        "image": _shown_image(app, fig)})
+                        "image": _shown_image(app, fig), "alt": alt})
+        if image is not None and not alt:
+            logger.warning(f"kmt: figure {label} has no text alternative (write one in its cell's metadata, "
+                           "mystnb: image: alt: ...; see kmtbook.figure_metadata)", type="kmt", subtype="figure",
+                           location=fig)
         if reproduces(posixpath.basename(docname), label) is None:
             logger.warning(f"kmt: figure {label} has no entry in kmtbook.paper_figures.REPRODUCES (the paper figure "
                            "it reproduces, or BEYOND)", type="kmt", subtype="figure", location=fig)
