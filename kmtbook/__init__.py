@@ -12,7 +12,9 @@ holds what only the book needs:
   ``data/``;
 * :mod:`kmtbook.paper_sweep`: the paper's whole set of training runs, planned for the chapters that
   read them and run by the library's sweep mechanism (``python -m kmtbook.paper_sweep``);
-* :mod:`kmtbook.plotting`: the figure helpers the chapters share;
+* :mod:`kmtbook.plotting`: the figure helpers the chapters share; :mod:`kmtbook.figure_metadata` and
+  :mod:`kmtbook.figure_data`: what a figure's files say about it (citation, licence, its text
+  alternative) and its numbers as CSV (:func:`plotted_data`);
 * :mod:`kmtbook.sphinx_ext`: the Sphinx extension of the book (rerun boxes, offline MathJax, the
   figure register, provenance tables, the ``{metric}`` role);
 * :mod:`kmtbook.execute_chapters` and :mod:`kmtbook.execution_cache`: how the book build runs the
@@ -20,6 +22,8 @@ holds what only the book needs:
 """
 
 from .chapter import Chapter, find_repo_root, open_chapter
+from .figure_data import plotted_data
 from .parameters import PROFILES, ChapterSpec, ParameterError, check_parameter
 
-__all__ = ["PROFILES", "Chapter", "ChapterSpec", "ParameterError", "check_parameter", "find_repo_root", "open_chapter"]
+__all__ = ["PROFILES", "Chapter", "ChapterSpec", "ParameterError", "check_parameter", "find_repo_root", "open_chapter",
+           "plotted_data"]

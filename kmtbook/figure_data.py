@@ -121,22 +121,46 @@ def _line_rows(ax) -> list[tuple[str, Any, Any]]:
     return rows
 
 
+def _category_ticks(axis) -> dict[float, str]:
+    """position -> label of the ticks of an axis of categories (a label that is not its own position's
+    number); empty for an axis of numbers, where a bar is named by its centre."""
+    ticks = {round(float(t), 9): label.get_text()
+             for t, label in zip(axis.get_majorticklocs(), axis.get_majorticklabels(), strict=False)}
+
+    def number(text: str) -> float | None:
+        try:
+            return float(text.replace("\N{MINUS SIGN}", "-").replace("$", ""))
+        except ValueError:
+            return None
+
+    numeric = all(number(text) is not None and math.isclose(number(text) or 0.0, t, abs_tol=1e-9)
+                  for t, text in ticks.items() if text)
+    return {} if numeric else ticks
+
+
 def _bar_rows(ax) -> list[tuple[str, Any, Any]]:
-    """(series, category, height) of every bar of ``ax``; the category is the nearest tick's label (pandas
-    draws grouped bars beside their tick), else the bar's centre."""
+    """(series, category, length) of every bar of ``ax``; the category is the nearest tick's label
+    on an axis of categories (pandas draws grouped bars beside their tick), else the bar's centre. A
+    horizontal bar's category is on the y axis and its length its width."""
     from matplotlib.container import BarContainer
 
-    ticks = {round(float(t), 9): label.get_text()
-             for t, label in zip(ax.get_xticks(), ax.get_xticklabels(), strict=False)}
     rows: list[tuple[str, Any, Any]] = []
     for n, container in enumerate(c for c in ax.containers if isinstance(c, BarContainer)):
         label = container.get_label()
+        if (not label or label.startswith("_")) and container.patches:  # ax.hist labels its first bar
+            label = str(container.patches[0].get_label())
         series = label if label and not label.startswith("_") else f"bars {n + 1}"
+        horizontal = getattr(container, "orientation", "vertical") == "horizontal"
+        axis = ax.yaxis if horizontal else ax.xaxis
+        ticks = _category_ticks(axis)
         for patch in container.patches:
-            centre = round(patch.get_x() + patch.get_width() / 2, 9)
+            if horizontal:
+                centre, length = round(patch.get_y() + patch.get_height() / 2, 9), patch.get_width()
+            else:
+                centre, length = round(patch.get_x() + patch.get_width() / 2, 9), patch.get_height()
             near = sorted((abs(t - centre), t) for t in ticks if abs(t - centre) < 0.5)
             named = ticks[near[0][1]] if near and ticks[near[0][1]] else None
-            rows.append((series, named if named is not None else centre, float(patch.get_height())))
+            rows.append((series, named if named is not None else centre, float(length)))
     return rows
 
 

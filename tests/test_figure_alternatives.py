@@ -110,6 +110,20 @@ def test_a_figures_numbers_are_written_beside_it_with_its_citation(tmp_path):
     assert not (tmp_path / f"{label}.csv").exists()
 
 
+def test_plotted_data_reads_bars_of_every_kind():
+    pandas = pytest.importorskip("pandas")
+    fig, (grouped, lying, counts) = plt.subplots(1, 3)
+    pandas.DataFrame({"as trained": [5.0, 5.5], "renumbered": [5.25, 5.75]}, index=[11, 12]).plot.bar(ax=grouped)
+    lying.barh(["Lloyd", "top-k"], [0.5, 0.25])
+    counts.hist([0.1, 0.2, 0.6], bins=[0.0, 0.25, 0.5, 0.75], label="one-hot")
+    data = plotted_data(fig)
+    plt.close(fig)
+    rows = list(zip(data["series"], data["x"], data["y"], strict=True))
+    assert rows == [("as trained", "11", 5.0), ("as trained", "12", 5.5), ("renumbered", "11", 5.25),
+                    ("renumbered", "12", 5.75), ("bars 1", "Lloyd", 0.5), ("bars 1", "top-k", 0.25),
+                    ("one-hot", 0.125, 2.0), ("one-hot", 0.375, 0.0), ("one-hot", 0.625, 1.0)]
+
+
 def test_figure_data_columns_of_one_length():
     assert figure_csv({"k": [2, 3], "gap": [0.5, float("nan")], "seed": 7}, ["head"]) == (
         "# head\nk,gap,seed\n2,0.5,7\n3,,7\n")
