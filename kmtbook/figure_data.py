@@ -106,9 +106,20 @@ def _panel_name(ax, index: int) -> str:
 
 def _line_rows(ax) -> list[tuple[str, Any, Any]]:
     """(series, x, y) of every line of ``ax``; a reference line across the axes gives one row."""
+    from matplotlib.container import ErrorbarContainer
+
+    named: dict[int, str] = {}  # errorbar: the container has the label; its caps are the bars' ends
+    for container in ax.containers:
+        label = container.get_label()
+        if isinstance(container, ErrorbarContainer) and label and not label.startswith("_"):
+            data_line, caps, _ = container.lines
+            if data_line is not None:
+                named[id(data_line)] = label
+            for cap in caps:
+                named[id(cap)] = f"{label} (error bar end)"
     rows: list[tuple[str, Any, Any]] = []
     for n, line in enumerate(ax.get_lines()):
-        label = line.get_label()
+        label = named.get(id(line), line.get_label())
         series = label if label and not label.startswith("_") else f"line {n + 1}"
         xs, ys = (list(map(float, v)) for v in line.get_data(orig=False))
         across = line.get_transform() != ax.transData and len(xs) == 2
@@ -168,7 +179,8 @@ def plotted_data(fig, axes: Sequence[int] | None = None, *, bars: bool = True) -
     """Every line (and bar) a figure draws, in long form: columns ``panel`` (the axes' title, else its
     y label, else "panel N"), ``series`` (the legend label, else "line N"), ``x``, ``y``.
 
-    ``axes`` picks panels by their index in ``fig.axes`` (default: all). A horizontal reference line
+    ``axes`` picks panels by their index in ``fig.axes`` (default: all). An error bar's line takes the
+    errorbar's label, its caps (the ends of the bars) "<label> (error bar end)". A horizontal reference line
     (``axhline``) has an empty ``x``, a vertical one (``axvline``) an empty ``y``; a bar gives its
     category (tick label) or position as ``x`` and its height as ``y``. Scatter plots, filled bands
     and images are not read: pass their numbers as columns of their own."""

@@ -116,11 +116,13 @@ def test_plotted_data_reads_bars_of_every_kind():
     pandas.DataFrame({"as trained": [5.0, 5.5], "renumbered": [5.25, 5.75]}, index=[11, 12]).plot.bar(ax=grouped)
     lying.barh(["Lloyd", "top-k"], [0.5, 0.25])
     counts.hist([0.1, 0.2, 0.6], bins=[0.0, 0.25, 0.5, 0.75], label="one-hot")
+    counts.errorbar([0.5], [1.5], yerr=[0.25], capsize=2, label="mean")
     data = plotted_data(fig)
     plt.close(fig)
     rows = list(zip(data["series"], data["x"], data["y"], strict=True))
     assert rows == [("as trained", "11", 5.0), ("as trained", "12", 5.5), ("renumbered", "11", 5.25),
                     ("renumbered", "12", 5.75), ("bars 1", "Lloyd", 0.5), ("bars 1", "top-k", 0.25),
+                    ("mean", 0.5, 1.5), ("mean (error bar end)", 0.5, 1.25), ("mean (error bar end)", 0.5, 1.75),
                     ("one-hot", 0.125, 2.0), ("one-hot", 0.375, 0.0), ("one-hot", 0.625, 1.0)]
 
 
