@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,11 @@ PYTHON = "3.11"
 PLATFORM = "x86_64-manylinux_2_28"
 TORCH = "torch==2.13.0+cpu"
 DIGEST_LINE = "# pyproject-dependencies-sha256: "
+CONSTRAINTS = "constraints.txt"
+"""requirements/constraints.txt: every locked version, without hashes, for installers that take the project
+editable beside them (environment.yml's pip section, binder/requirements.txt), where pip's hash-checking
+mode cannot be used."""
+_PIN = re.compile(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 
 
 def dependency_digest(pyproject: str) -> str:
@@ -46,6 +52,22 @@ def recorded_digest(lock: Path) -> str | None:
         if line.startswith(DIGEST_LINE):
             return line[len(DIGEST_LINE):].strip()
     return None
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """The packages of a lock file and their versions."""
+    return {match[1]: match[2] for match in _PIN.finditer(lock.read_text())}
+
+
+def constraints_text() -> str:
+    """requirements/constraints.txt as the locks make it: the union of their pins (they agree on each)."""
+    union: dict[str, str] = {}
+    for name in LOCKS:
+        union.update(pins(ROOT / "requirements" / f"{name}.txt"))
+    lines = [f"{package}=={version}" for package, version in sorted(union.items())]
+    return ("# requirements/constraints.txt: the versions of requirements/{" + ",".join(LOCKS) + "}.txt without "
+            "their hashes,\n# for environment.yml and binder/requirements.txt (pip -c). Written by "
+            "`python scripts/lock_requirements.py`.\n" + "\n".join(lines) + "\n")
 
 
 def header(name: str, extra: str, digest: str) -> str:
@@ -83,11 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     digest = dependency_digest((ROOT / "pyproject.toml").read_text())
     if args.check:
         stale = [name for name in LOCKS if recorded_digest(ROOT / "requirements" / f"{name}.txt") != digest]
+        if (ROOT / "requirements" / CONSTRAINTS).read_text() != constraints_text():
+            stale.append(CONSTRAINTS.removesuffix(".txt"))
         for name in stale:
             print(f"requirements/{name}.txt does not follow pyproject.toml: run python scripts/lock_requirements.py")
         return 1 if stale else 0
     for name, extra in LOCKS.items():
         print(write_lock(name, extra, args.find_links))
+    (ROOT / "requirements" / CONSTRAINTS).write_text(constraints_text())
+    print(ROOT / "requirements" / CONSTRAINTS)
     return 0
 
 

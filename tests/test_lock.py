@@ -106,3 +106,27 @@ def test_the_sessions_install_the_locks():
                  and any(isinstance(t, ast.Name) and t.id == "LOCKS" for t in node.targets))
     assert locks == {extra: f"requirements/{name}.txt" for name, extra in LOCK.LOCKS.items()}
     assert '"--require-hashes", "-r", lock' in (ROOT / "noxfile.py").read_text()
+
+
+def test_conda_and_binder_follow_the_locks():
+    """environment.yml and binder/requirements.txt install the project editable, which pip's hash-checking mode
+    forbids: they hold every package to the locks' versions with requirements/constraints.txt (pip -c)."""
+    import yaml
+
+    assert (ROOT / "requirements" / LOCK.CONSTRAINTS).read_text() == LOCK.constraints_text()
+    constraints = {canonicalize_name(p): v for p, v in LOCK.pins(ROOT / "requirements" / LOCK.CONSTRAINTS).items()}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    binder = (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    for folder, lines in ((ROOT, conda), (ROOT / "binder", binder)):
+        given = [line.split(None, 1)[1] for line in lines if line.startswith("-c ")]
+        assert [(folder / path).resolve() for path in given] == [ROOT / "requirements" / LOCK.CONSTRAINTS]
+        for line in lines:
+            if line.startswith(("-", "#")) or not line.strip():
+                continue
+            requirement = Requirement(line)
+            key = canonicalize_name(requirement.name)
+            if key in ("torch", "nox"):  # torch: the CPU wheel, pinned in the file; nox: the task runner
+                continue
+            assert key in constraints, f"{line}: not in the locks"
+            assert requirement.specifier.contains(constraints[key], prereleases=True), (line, constraints[key])
