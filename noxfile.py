@@ -2,8 +2,9 @@
 `lint` for ruff and mypy.
 
 torch is installed first from TORCH_SPEC (default: the pinned CPU wheel torch==2.13.0) and, if set,
-TORCH_INDEX_URL; the project's extras then find it satisfied. CUDA users set TORCH_SPEC and
-TORCH_INDEX_URL to a CUDA build, or run with `--no-venv` in an environment that has one.
+TORCH_INDEX_URL; then the session's locked environment (requirements/<session>.txt, exact versions with
+hashes, made by scripts/lock_requirements.py) and the project without its dependencies. CUDA users set
+TORCH_SPEC and TORCH_INDEX_URL to a CUDA build, or run with `--no-venv` in an environment that has one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ CHECK_TORCH = (
 )
 
 
+# The extras installed from a lock (requirements/<session>.txt, CPU, Linux, Python 3.11; torch is not in it).
+# KMT_UNLOCKED=1 installs the extra's ranges instead (another platform or Python, or to try newer versions).
+LOCKS = {"book": "requirements/book.txt", "test": "requirements/tests.txt", "lint": "requirements/lint.txt"}
+
+
 def _setup(session: nox.Session, device: str, extra: str) -> dict[str, str]:
     if device == "cuda" and shutil.which("nvidia-smi") is None:
         session.skip("device=cuda but no NVIDIA driver on this machine")
@@ -35,7 +41,14 @@ def _setup(session: nox.Session, device: str, extra: str) -> dict[str, str]:
         # --no-compile: pip would byte-compile every module of every package (a minute for torch
         # and the book's tool chain); Python compiles the few that are imported when first imported.
         session.install("--no-compile", *torch_args)
-        session.install("--no-compile", "-e", f".[{extra}]")
+        lock = LOCKS.get(extra)
+        if lock is not None and os.environ.get("KMT_UNLOCKED") != "1":
+            # The locked environment (scripts/lock_requirements.py): every package at one version, checked
+            # against its hashes; then the project itself, whose requirements the lock already holds.
+            session.install("--no-compile", "--require-hashes", "-r", lock)
+            session.install("--no-compile", "--no-deps", "-e", ".")
+        else:
+            session.install("--no-compile", "-e", f".[{extra}]")
     # Never set MPLBACKEND=Agg here: it strips figure outputs from the executed notebooks.
     env = {"KMT_DEVICE": device}
     if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):

@@ -17,6 +17,11 @@ the line at the end of each page, the ``CITATION.cff`` published beside the HTML
   main branch: the folder is ``KMT_BOOK_VERSION`` (the workflow sets it from the tag), ``dev`` when
   unset. Without an address, citations name pages and files by their path in the book, never by an
   invented address;
+* **DOI** of the release from the environment variable ``KMT_BOOK_DOI`` (``10.NNNN/...``, a
+  ``https://doi.org/`` address or ``doi:`` prefix is accepted): Zenodo mints a DOI for each GitHub
+  release (``.zenodo.json`` holds the record's metadata), so a release built again with its DOI set
+  names it in every citation (the BibTeX's ``doi`` field, the line under each figure and at the end of
+  each page, the figure files and the build's ``CITATION.cff``). Unset: no DOI, none invented;
 * **repository** (the address of the source code, where the commit can be looked up) from the
   environment variable ``KMT_REPOSITORY_URL`` (the publishing workflow sets it to
   ``${{ github.server_url }}/${{ github.repository }}``), else from GitHub Actions' own variables
@@ -47,6 +52,13 @@ REPOSITORY_URL_VARIABLE = "KMT_REPOSITORY_URL"
 BOOK_VERSION_VARIABLE = "KMT_BOOK_VERSION"
 """The environment variable that names this build's folder of the site: ``vX.Y.Z`` (a release) or ``dev``."""
 
+DOI_VARIABLE = "KMT_BOOK_DOI"
+"""The environment variable that gives the DOI of the release being built (Zenodo's DOI of this version)."""
+
+DOI_RESOLVER = "https://doi.org/"
+_DOI = re.compile(r"10\.\d{4,9}(?:\.\d+)*/[A-Za-z0-9:/_;\-.()\[\]]+")
+"""A DOI as Zenodo's deposit metadata accepts it (its ``doi`` field's pattern)."""
+
 LICENCE_TEXT = "CC BY 4.0"
 LICENCE_TEXT_URL = "https://creativecommons.org/licenses/by/4.0/"
 LICENCE_CODE = "MIT"
@@ -69,6 +81,7 @@ class BookCitation:
     repository: str | None = None  # the repository's address, when known
     site: str | None = None  # the address of the site that holds every version, ending in "/"
     slot: str | None = None  # this version's folder of the site: "vX.Y.Z" or "dev"
+    doi: str | None = None  # the release's DOI (10.NNNN/...), when the build was given one (KMT_BOOK_DOI)
 
     @property
     def key(self) -> str:
@@ -79,13 +92,20 @@ class BookCitation:
     def short_commit(self) -> str | None:
         return self.commit[:12] if self.commit else None
 
-    def build_text(self, full: bool = False) -> str:
-        """``version 0.1.0, commit 6ec360e0a137`` (the full hash with ``full``), noting local changes."""
+    @property
+    def doi_url(self) -> str | None:
+        """The DOI as an address (``https://doi.org/10.NNNN/...``), when the build has one."""
+        return DOI_RESOLVER + self.doi if self.doi else None
+
+    def build_text(self, full: bool = False, doi: bool = True) -> str:
+        """``version 0.1.0, commit 6ec360e0a137`` (the full hash with ``full``), noting local changes, and the
+        release's DOI (``, https://doi.org/...``) when the build has one (unless ``doi`` is false)."""
         commit = self.commit if check_flag("full", full) else self.short_commit
+        named = f", {self.doi_url}" if check_flag("doi", doi) and self.doi_url else ""
         if commit is None:
-            return f"version {self.version} (no commit recorded: built outside a git checkout)"
+            return f"version {self.version} (no commit recorded: built outside a git checkout){named}"
         changes = " with uncommitted changes" if self.modified else ""
-        return f"version {self.version}, commit {commit}{changes}"
+        return f"version {self.version}, commit {commit}{changes}{named}"
 
     def source_text(self) -> str:
         """``; source code https://host/owner/repo`` when the repository is known, else nothing."""
@@ -116,6 +136,7 @@ class BookCitation:
             ("author", "{" + self.authors + "}"),  # a group, not a person's name
             ("year", self.year),
             ("version", self.version),
+            *([("doi", self.doi)] if self.doi else []),
             ("note", self.note()),
         ]
         if self.url:
@@ -125,7 +146,8 @@ class BookCitation:
     def note(self) -> str:
         """The BibTeX note: version and full commit, and the source code's address when known."""
         source = f"; source code \\url{{{self.repository}}}" if self.repository else ""
-        return _capital(self.build_text(full=True)) + source + f"; licence {LICENCE_TEXT} (text, figures), MIT (code)"
+        licence = f"; licence {LICENCE_TEXT} (text, figures), MIT (code)"
+        return _capital(self.build_text(full=True, doi=False)) + source + licence  # the DOI has a field of its own
 
     def figure_bibtex(self, label: str, number: str, chapter: str, caption_title: str, files: str) -> str:
         """A BibTeX entry for one figure, for a bibliography that lists figures separately."""
@@ -135,6 +157,7 @@ class BookCitation:
             ("author", "{" + self.authors + "}"),  # a group, not a person's name
             ("year", self.year),
             ("howpublished", f"{_protected(_bibtex_title(self.title))}, {chapter}"),
+            *([("doi", self.doi)] if self.doi else []),
             ("note", self.note() + "; file " + (f"\\url{{{where}}}" if self.url else where)),
         ]
         return _bibtex_entry("misc", f"{self.key}{re.sub(r'[^a-z0-9]', '', label)}", fields)
@@ -145,6 +168,8 @@ class BookCitation:
         data["version"] = self.version
         if self.commit:
             data["commit"] = self.commit
+        if self.doi:
+            data["doi"] = self.doi
         if self.url:
             data["url"] = self.url
         if self.repository:
@@ -215,7 +240,20 @@ def read_citation(root: Path, version: str, url: str | None, environ: Mapping[st
         repository = f"{environ['GITHUB_SERVER_URL'].rstrip('/')}/{environ['GITHUB_REPOSITORY']}"
     return BookCitation(title=str(cff.get("title") or "kmt-book"), authors=_authors(cff), version=version,
                         year=year, commit=commit or None, modified=modified, url=address, repository=repository,
-                        site=site, slot=slot)
+                        site=site, slot=slot, doi=book_doi(environ))
+
+
+def book_doi(environ: Mapping[str, str]) -> str | None:
+    """The release's DOI from ``KMT_BOOK_DOI`` in ``environ`` (``10.NNNN/...``; a ``https://doi.org/``
+    address or a ``doi:`` prefix is taken off), None when unset; a ValueError naming the setting when it is no DOI."""
+    given = environ.get(DOI_VARIABLE, "").strip()
+    if not given:
+        return None
+    doi = re.sub(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", "", given, flags=re.I)
+    if not _DOI.fullmatch(doi):
+        raise ValueError(f"{DOI_VARIABLE}={given!r} is not a DOI: give the release's DOI as Zenodo shows it, "
+                         "e.g. 10.5281/zenodo.1234567 (or unset it)")
+    return doi
 
 
 def site_address(url: str | None, environ: Mapping[str, str]) -> str | None:

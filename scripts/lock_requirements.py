@@ -1,0 +1,121 @@
+"""Write the locked environments of the nox sessions: ``requirements/<session>.txt``, every package at one
+version with the sha256 of each of its files, for CPU, Linux x86_64 and Python 3.11.
+
+    python scripts/lock_requirements.py            # resolve again and write requirements/*.txt (uv)
+    python scripts/lock_requirements.py --check    # exit 1 if pyproject.toml changed since the locks
+
+The locks are made with ``uv pip compile --generate-hashes`` (install uv with ``pip install uv``). torch
+stays out of them: the sessions install it first (TORCH_SPEC, default the CPU wheel torch==2.13.0, or a
+CUDA build), then the lock with ``pip install --require-hashes -r``, then the project with ``--no-deps``.
+The resolution sees torch as the CPU wheel (``torch==2.13.0+cpu``, from ``--find-links``), so the lock holds
+torch's own dependencies but no CUDA package. Each lock's header records a digest of pyproject.toml's
+dependency tables (tests/test_lock.py fails when they change and the locks do not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCKS = {"book": "book", "tests": "test", "lint": "lint"}
+"""requirements/<name>.txt -> the extra of pyproject.toml it locks (the nox session's extra)."""
+PYTHON = "3.11"
+PLATFORM = "x86_64-manylinux_2_28"
+TORCH = "torch==2.13.0+cpu"
+DIGEST_LINE = "# pyproject-dependencies-sha256: "
+CONSTRAINTS = "constraints.txt"
+"""requirements/constraints.txt: every locked version, without hashes, for installers that take the project
+editable beside them (environment.yml's pip section, binder/requirements.txt), where pip's hash-checking
+mode cannot be used."""
+_PIN = re.compile(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+
+
+def dependency_digest(pyproject: str) -> str:
+    """The sha256 of pyproject.toml's dependency tables (requires-python, dependencies, optional-dependencies)."""
+    project = tomllib.loads(pyproject)["project"]
+    tables = {key: project.get(key) for key in ("requires-python", "dependencies", "optional-dependencies")}
+    return hashlib.sha256(json.dumps(tables, sort_keys=True).encode()).hexdigest()
+
+
+def recorded_digest(lock: Path) -> str | None:
+    """The digest a lock file's header records."""
+    for line in lock.read_text().splitlines():
+        if line.startswith(DIGEST_LINE):
+            return line[len(DIGEST_LINE):].strip()
+    return None
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """The packages of a lock file and their versions."""
+    return {match[1]: match[2] for match in _PIN.finditer(lock.read_text())}
+
+
+def constraints_text() -> str:
+    """requirements/constraints.txt as the locks make it: the union of their pins (they agree on each)."""
+    union: dict[str, str] = {}
+    for name in LOCKS:
+        union.update(pins(ROOT / "requirements" / f"{name}.txt"))
+    lines = [f"{package}=={version}" for package, version in sorted(union.items())]
+    return ("# requirements/constraints.txt: the versions of requirements/{" + ",".join(LOCKS) + "}.txt without "
+            "their hashes,\n# for environment.yml and binder/requirements.txt (pip -c). Written by "
+            "`python scripts/lock_requirements.py`.\n" + "\n".join(lines) + "\n")
+
+
+def header(name: str, extra: str, digest: str) -> str:
+    return (f"# requirements/{name}.txt: the locked environment of `nox -s {name}` (pyproject.toml's extra "
+            f"[{extra}]),\n# for CPU, Linux x86_64, Python {PYTHON}; torch is installed before it (noxfile.py).\n"
+            f"# Written by `python scripts/lock_requirements.py` (uv pip compile --generate-hashes); "
+            "do not edit by hand.\n"
+            f"{DIGEST_LINE}{digest}\n")
+
+
+def write_lock(name: str, extra: str, find_links: str | None) -> Path:
+    digest = dependency_digest((ROOT / "pyproject.toml").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        constraint = Path(tmp, "torch.txt")
+        constraint.write_text(TORCH + "\n")
+        out = Path(tmp, "lock.txt")
+        command = ["uv", "pip", "compile", "pyproject.toml", "--extra", extra, "--python-version", PYTHON,
+                   "--python-platform", PLATFORM, "--generate-hashes", "--no-emit-package", "torch",
+                   "--constraint", str(constraint), "--no-header", "--quiet", "--output-file", str(out)]
+        if find_links:
+            command += ["--find-links", find_links]
+        subprocess.run(command, cwd=ROOT, check=True)
+        lock = ROOT / "requirements" / f"{name}.txt"
+        lock.parent.mkdir(exist_ok=True)
+        lock.write_text(header(name, extra, digest) + out.read_text())
+    return lock
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only check that the locks follow pyproject.toml")
+    parser.add_argument("--find-links", default=os.environ.get("PIP_FIND_LINKS"),
+                        help="where the CPU torch wheel lies (default: $PIP_FIND_LINKS)")
+    args = parser.parse_args(argv)
+    digest = dependency_digest((ROOT / "pyproject.toml").read_text())
+    if args.check:
+        stale = [name for name in LOCKS if recorded_digest(ROOT / "requirements" / f"{name}.txt") != digest]
+        if (ROOT / "requirements" / CONSTRAINTS).read_text() != constraints_text():
+            stale.append(CONSTRAINTS.removesuffix(".txt"))
+        for name in stale:
+            print(f"requirements/{name}.txt does not follow pyproject.toml: run python scripts/lock_requirements.py")
+        return 1 if stale else 0
+    for name, extra in LOCKS.items():
+        print(write_lock(name, extra, args.find_links))
+    (ROOT / "requirements" / CONSTRAINTS).write_text(constraints_text())
+    print(ROOT / "requirements" / CONSTRAINTS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
