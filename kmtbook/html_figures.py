@@ -68,14 +68,15 @@ class Frames:
 
 
 def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[bytes]:
-    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: one palette of at
-    most ``colours`` colours for all of them (no dithering: flat areas stay flat), stored as lossless WebP,
-    which holds such a frame in about three quarters of the bytes of the same palette as PNG. The palette
-    keeps, exactly, the ``flat`` colours that cover the most pixels over all frames (in the book's theme the
-    white ground and the grey of the axes' frame, grid and legend boxes), and fills the rest from all
-    frames together: a grey is never traded for a colour of the data in one frame and kept in the
-    next, so the frames do not jump. Each colour kept costs bytes (chapter 03's eight frames: 230 KB with
-    two kept, 260 KB with twelve; 207 KB for a palette of each frame's own, which lost the greys)."""
+    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: at most ``colours``
+    colours each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
+    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly and in the same
+    palette entries, the ``flat`` colours that cover the most pixels over all frames (in the book's theme the
+    white ground and the grey of the axes' frame, grid and legend boxes); the rest of its palette is its
+    own. Quantised alone, a frame of many data colours traded the greys away (chapter 03's frames at
+    gamma = 1 000, 1e4 and inf lost their frames, grid and legend boxes), so the picture jumped. Each colour
+    kept costs bytes: chapter 05's 21 frames, 761 KB of page with none kept, 817 KB with two; one palette
+    shared by all frames cost more (893 KB)."""
     from PIL import Image
 
     if not images or not 0 <= flat < colours <= 256:
@@ -90,25 +91,19 @@ def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[byt
             opened.append(read.convert("RGB"))
     packed = [_packed(np.asarray(image, dtype=np.int64)) for image in opened]  # each (h * w,): 0xRRGGBB
     seen, counts = np.unique(np.concatenate(packed), return_counts=True)
-    kept = seen[np.argsort(-counts, kind="stable")[:flat]]  # the colours of the most pixels, kept exactly
-    together = Image.new("RGB", (max(i.width for i in opened), sum(i.height for i in opened)), "white")
-    top = 0
-    for frame in opened:
-        together.paste(frame, (0, top))
-        top += frame.height
-    rest = together.quantize(colors=colours - len(kept), method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
-    filled = np.reshape(np.asarray(rest.getpalette() or [], dtype=np.int64), (-1, 3))[: colours - len(kept)]
-    palette = np.concatenate([_unpacked(kept), filled])  # (colours, 3)
+    kept = _unpacked(seen[np.argsort(-counts, kind="stable")[:flat]])  # the colours of the most pixels
     frames = []
     for frame, pixels in zip(opened, packed):
-        # each distinct colour to its nearest of the palette (PIL's own mapping is approximate: it took
-        # a kept white for the near-white beside it)
-        distinct, where = np.unique(pixels, return_inverse=True)
-        nearest = ((_unpacked(distinct)[:, None, :] - palette[None, :, :]) ** 2).sum(-1).argmin(1)
-        indexed = Image.fromarray(nearest[where.reshape(-1)].reshape(frame.height, frame.width).astype(np.uint8), "P")
-        indexed.putpalette(palette.astype(np.uint8).reshape(-1).tolist())
+        own = frame.quantize(colors=colours - flat, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+        palette = np.concatenate([np.reshape(np.asarray(own.getpalette() or [], dtype=np.int64), (-1, 3))
+                                  [: colours - flat], kept])
+        indexed = np.array(own)
+        for entry, colour in enumerate(_packed(kept[None]), start=colours - flat):
+            indexed[(pixels == colour).reshape(indexed.shape)] = entry  # kept exactly, in every frame
+        image = Image.fromarray(indexed.astype(np.uint8), "P")
+        image.putpalette(palette.astype(np.uint8).reshape(-1).tolist())
         out = io.BytesIO()
-        indexed.save(out, format="webp", lossless=True, quality=100, method=5)
+        image.save(out, format="webp", lossless=True, quality=100, method=5)
         frames.append(out.getvalue())
     return frames
 

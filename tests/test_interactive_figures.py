@@ -321,7 +321,7 @@ def test_the_numbers_in_words_are_the_frames_own(temperature):
 
 
 def test_the_frames_keep_the_figures_greys(temperature):
-    """One palette for all frames, the flat colours kept: the axes' frame, the grid and the legend's box (the
+    """The flat colours kept in every frame: the axes' frame, the grid and the legend's box (the
     theme's grey) and the white ground are in every frame, in about the same number of pixels (the frames do
     not jump). The old 32-colour palette of each frame on its own lost them at gamma = 1 000, 10^4 and inf."""
     import seaborn as sns
@@ -341,7 +341,7 @@ def test_the_frames_keep_the_figures_greys(temperature):
         assert max(column) <= 1.25 * min(column), f"the greys' pixels jump from frame to frame: {column}"
 
 
-def test_small_frames_share_one_palette():
+def test_small_frames_keep_the_colours_of_most_pixels():
     from PIL import Image
 
     red, blue = (Image.new("RGB", (20, 10), colour) for colour in ("red", "blue"))
