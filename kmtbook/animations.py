@@ -5,15 +5,15 @@ coloured by their nearest current centre, the centres and their paths so far) an
 objectives beside them, one frame per step: Lloyd's algorithm against the k-means transformer of
 Theorem 2.1 (the paper's Fig. 3), or the trained layer with and without re-embedding (Sec. 3,
 Fig. 4a). :func:`self_contained_html` turns an animation into HTML with play and step controls
-that needs neither a kernel nor the network (matplotlib's ``to_jshtml`` player, its frames small WebP images, with
-its one stylesheet from the network removed and its icons replaced by characters), and
-:func:`save_animation` writes it as a page of its own, with caption, source and licence.
+that needs neither a kernel nor the network (the book's player, :func:`kmtbook.html_figures.slider_html`: its
+frames small WebP images of one palette, each with its own text alternative and its numbers in words, written
+from the runs it was drawn from), and :func:`save_animation` writes it as a page of its own, with caption, source
+and licence.
 """
 
 from __future__ import annotations
 
-import base64
-import re
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .html_figures import FRAME_DPI, SHOWN_PX_PER_INCH, data_uri, small_frame, standalone_page
+from .html_figures import FRAME_DPI, Frames, figure_frame, slider_html, small_frames, standalone_page
 from .plotting import cluster_colours
 
 
@@ -90,7 +90,7 @@ def _curve_panels(axes, objectives: list, runs: Sequence[Run], gap: tuple[str, s
         curves.append((axes[1], [one - reference], ["-o"], [f"{gap[0]} minus {gap[1]}"],
                        "log-objective difference"))
         axes[1].axhline(0.0, color="0.5", lw=0.8)
-        axes[1].set_title(f"{gap[0]} minus {gap[1]}", fontsize=10)
+        axes[1].set_title(f"{gap[0]}\nminus {gap[1]}", fontsize=10)  # (one line is wider than its panel)
     markers = []
     for ax, values, styles, labels, ylabel in curves:
         for i, (curve, style, name) in enumerate(zip(values, styles, labels)):
@@ -108,6 +108,42 @@ def _curve_panels(axes, objectives: list, runs: Sequence[Run], gap: tuple[str, s
     return markers
 
 
+class RunsAnimation(FuncAnimation):
+    """An animation of runs (:func:`animate_runs`), with what each frame shows in words, written from the runs:
+    ``positions`` (the readout: "step 3 of 10"), ``valuetexts`` (the frame's numbers) and ``alts`` (its text
+    alternative); ``steps`` frames, the slider named ``label``."""
+
+    def __init__(self, fig: Figure, draw, steps: int, words: tuple[list[str], list[str], list[str]], label: str):
+        super().__init__(fig, draw, frames=steps, interval=700, blit=False)
+        self.steps = steps
+        self.positions, self.valuetexts, self.alts = words
+        self.label = label
+
+
+def _frame_words(runs: Sequence[Run], objectives: list, labels: list, title: str, step_name: str,
+                 gap: tuple[str, str] | None, plane: str) -> tuple[list[str], list[str], list[str]]:
+    """Each frame's readout, its numbers in words and its text alternative: every run's log-objective at the
+    step (and the gap), and how many of the drawn points changed their nearest centre at that step."""
+    names = [r.name for r in runs]
+    T = len(objectives[0]) - 1
+    positions, valuetexts, alts = [], [], []
+    for t in range(T + 1):
+        values = "; ".join(f"{name}: {curve[t]:.3f}" for name, curve in zip(names, objectives))
+        difference = ""
+        if gap is not None:
+            one, reference = (objectives[names.index(name)][t] for name in gap)
+            difference = f"; {gap[0]} minus {gap[1]}: {one - reference:+.3f}"
+        positions.append(f"{step_name} {t} of {T}")
+        valuetexts.append(f"{step_name} {t} of {T}: log k-means objective {values}{difference}")
+        moved = "" if t == 0 else " Points that changed their nearest centre at this step: " + "; ".join(
+            f"{name}: {int((label[t] != label[t - 1]).sum())}" for name, label in zip(names, labels)) + "."
+        alts.append(f"{title}, {step_name} {t} of {T}. Scatter plots of {len(labels[0][t]):,} points{plane} for "
+                    f"{'; '.join(names[:len(labels)])}, each point coloured by its nearest current centre; "
+                    f"triangles: the centres, circles: the initial ones, dotted: their paths.{moved} Below, line "
+                    f"chart of the log k-means objective up to this step: {values}{difference}.")
+    return positions, valuetexts, alts
+
+
 def animate_runs(
     X: torch.Tensor,
     runs: Sequence[Run],
@@ -121,7 +157,7 @@ def animate_runs(
     seed: int = 0,
     panels: int | None = None,
     gap: tuple[str, str] | None = None,
-) -> tuple[FuncAnimation, Figure]:
+) -> tuple[RunsAnimation, Figure]:
     """One frame per step t = 0..T: each run's points (coloured by their nearest centre after t steps),
     its centres (triangles; circles: the initial ones) and their paths so far, and every run's
     objective up to t. For d > 2 everything is drawn in the plane of the points' two leading principal
@@ -184,7 +220,10 @@ def animate_runs(
                 *(line for lines in trails for line in lines)]
 
     FigureCanvasAgg(fig)
-    animation = FuncAnimation(fig, draw, frames=T + 1, interval=700, blit=False)
+    d = X.shape[-1]
+    plane = "" if d == 2 else f" (projected from {d} dimensions onto their two leading principal directions)"
+    words = _frame_words(runs, objectives, labels, title, step_name, gap, plane)
+    animation = RunsAnimation(fig, draw, T + 1, words, label=f"{step_name.capitalize()} shown")
     # An animation draws its first frame at the figure's first draw; drawing once here spends that,
     # so that a still set by show_step stays what later draws (savefig) show.
     fig.canvas.draw()
@@ -201,41 +240,25 @@ def show_step(animation: FuncAnimation, step: int) -> None:
     animation._func(step)  # type: ignore[attr-defined]
 
 
-# matplotlib's controls use Font Awesome icons from a CDN; the page must read offline.
-_ICONS = {"minus": "&minus;", "fast-backward": "&#x21E4;", "step-backward": "&#x2759;&#x25C0;",
-          "play fa-flip-horizontal": "&#x25C0;", "pause": "&#x2759;&#x2759;", "play": "&#x25B6;",
-          "step-forward": "&#x25B6;&#x2759;", "fast-forward": "&#x21E5;", "plus": "+"}
-"""Characters for matplotlib's button icons: arrows and shapes that common fonts carry (the buttons
-keep their titles, "First frame", "Play" and so on, for screen readers and tool tips)."""
-
-CSS = """.animation { max-width: 100%; }
-.animation img { max-width: 100%; height: auto; }
-.animation .anim-slider { width: 100%; max-width: 100%; }
-.animation .anim-buttons { display: flex; flex-wrap: wrap; gap: 2px; }
-.animation .anim-buttons button { min-width: 2.2em; }"""
-"""Style that keeps an animation inside a narrow window (its image scales, its buttons wrap)."""
-
-
-def self_contained_html(animation: FuncAnimation) -> str:
-    """The animation as HTML with play, pause and step controls, reading nothing from the network.
-    Its frames are lossless WebP images of few colours (:func:`kmtbook.html_figures.small_frame`) at the
-    figure's dpi, shown at 100 CSS pixels per inch (at most the width of the page)."""
-    html = animation.to_jshtml(default_mode="once")
-    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html)
-    for name, char in _ICONS.items():
-        html = html.replace(f'<i class="fa fa-{name}"></i>', f'<span aria-hidden="true">{char}</span>')
-    remote = re.findall(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//[^\"' >]+", html)
-    if remote or 'class="fa' in html:
-        raise RuntimeError(f"the animation's HTML still refers to the network or to icons it lacks: {remote[:3]}")
-    frames = re.findall(r'"data:image/png;base64,([^"]+)"', html)
-    for frame in frames:
-        html = html.replace(f"data:image/png;base64,{frame}", data_uri(small_frame(base64.b64decode(frame))), 1)
+def self_contained_html(animation: RunsAnimation, *, name: str = "motion", label: str | None = None) -> str:
+    """The animation as HTML with play, pause and step controls (:func:`kmtbook.html_figures.slider_html`),
+    reading nothing from the network. Its frames are lossless WebP images of one palette at the
+    figure's dpi, shown at 100 CSS pixels per inch (at most the width of the page), each with its text
+    alternative; the slider is named ``label`` (default: the animation's) and ``name`` makes the page's ids
+    unique. Drawing the frames leaves the figure at the last one."""
     fig = animation._fig  # type: ignore[attr-defined]
-    width, height = (round(size * SHOWN_PX_PER_INCH) for size in fig.get_size_inches())
-    return html.replace("<img id=", f'<img width="{width}" height="{height}" id=', 1)
+    images, text_px = [], math.inf
+    for step in range(animation.steps):
+        animation._func(step)  # type: ignore[attr-defined]
+        image, smallest = figure_frame(fig, fig.dpi)
+        images.append(image)
+        text_px = min(text_px, smallest)
+    frames = Frames(small_frames(images), animation.positions, animation.valuetexts, animation.alts, text_px)
+    return slider_html(frames, name=name, label=label or animation.label, dpi=fig.dpi,
+                       play_interval=int(animation._interval))  # type: ignore[attr-defined]
 
 
-def save_animation(animation: FuncAnimation | str, path: Path | str, title: str, *, caption: str = "",
+def save_animation(animation: RunsAnimation | str, path: Path | str, title: str, *, caption: str = "",
                    source: str = "") -> Path:
     """Write the animation (or its :func:`self_contained_html`, made once for the page and the file)
     as a page of its own, with its ``caption``, its ``source`` (the chapter it comes from) and the
@@ -244,7 +267,7 @@ def save_animation(animation: FuncAnimation | str, path: Path | str, title: str,
     if path.suffix != ".html":
         raise ValueError(f"an animation is saved as .html, got {path.name!r}")
     body = animation if isinstance(animation, str) else self_contained_html(animation)
-    page = standalone_page(body, title=title, caption=caption or title, source=source or "kmt-book", css=CSS)
+    page = standalone_page(body, title=title, caption=caption or title, source=source or "kmt-book")
     path.write_text(page, encoding="utf-8")
     return path
 

@@ -2,15 +2,22 @@
 
 A figure under a slider is a handful of frames drawn beforehand by matplotlib (one per slider
 position), embedded in the page as image data and swapped by an ``<input type="range">`` with a few
-lines of JavaScript: :func:`slider_html`. The frames are lossless WebP images of few colours
-(:func:`small_frame`), drawn at twice the resolution they are shown at, so that a page of ten frames stays far under a
-megabyte. :func:`standalone_page` writes such a figure (or a step-through animation,
-:mod:`kmtbook.animations`) as a page of its own, with its caption, its source and the licence.
+lines of JavaScript: :func:`slider_html`. A step-through animation (:mod:`kmtbook.animations`) is the
+same player with play and step buttons. The frames are lossless WebP images of few colours, one
+palette for the whole set (:func:`small_frames`), drawn at twice the resolution they are shown at, so
+that a page of ten frames stays far under a megabyte. :func:`standalone_page` writes such a figure as
+a page of its own, with its caption, its source and the licence.
+
+Every reader can use the player: the slider is named and says, in words, what each frame shows and
+its key numbers (``aria-valuetext``), the image's text alternative follows the frame, the buttons are
+buttons with names, the keys (arrows, Home, End, space for play) are said beside the controls,
+nothing plays by itself, and on a phone the controls wrap within the screen while a "Full size"
+button shows the frame at the size it was drawn for (its text at least 9 CSS pixels), to pan across.
 
 Why not a plotting library that writes interactive HTML: plotly's self-contained page inlines its
-3.5 MB script, and matplotlib's ``to_jshtml`` labels its slider with the frame's index and brings
-play buttons that a slider over a parameter has no use for. The frames here are drawn by the same
-matplotlib code as the figure's still for print, so the page and the printed figure agree.
+3.5 MB script, and matplotlib's ``to_jshtml`` player names neither its slider nor its frames. The
+frames here are drawn by the same matplotlib code as the figure's still for print, so the page and
+the printed figure agree.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ import io
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
+import numpy as np
 from matplotlib.figure import Figure
 
 SHOWN_PX_PER_INCH = 100
@@ -34,31 +43,140 @@ LICENCE = "Licence: text and figures CC BY 4.0, code MIT."
 """The book's licence, as a figure's own page states it."""
 
 
+@dataclass(frozen=True)
+class Frames:
+    """The frames of a moving figure and what each shows, in words written from the data drawn in them.
+
+    ``images``: the frames (PNG or WebP); ``positions``: the readout beside the slider ("γ = 100");
+    ``valuetexts``: the slider's ``aria-valuetext``, the frame's meaning and its key numbers;
+    ``alts``: the frame's text alternative (the kind of figure and what this frame shows);
+    ``text_px``: the height in the frame's pixels of its smallest font (for the size the page shows it at)."""
+
+    images: list[bytes]
+    positions: list[str]
+    valuetexts: list[str]
+    alts: list[str]
+    text_px: float
+
+    def __post_init__(self) -> None:
+        counts = {len(self.images), len(self.positions), len(self.valuetexts), len(self.alts)}
+        if len(counts) != 1 or not self.images:
+            raise ValueError("frames need as many positions, valuetexts and alts as images, and at least one; got "
+                             f"{len(self.images)}, {len(self.positions)}, {len(self.valuetexts)}, {len(self.alts)}")
+        if any(not text.strip() for text in (*self.positions, *self.valuetexts, *self.alts)):
+            raise ValueError("every frame needs a position, a valuetext and an alt that say something")
+
+
+def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[bytes]:
+    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: at most ``colours``
+    colours each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
+    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly and in the same
+    palette entries, the ``flat`` colours that cover the most pixels over all frames (in the book's theme the
+    white ground and the grey of the axes' frame, grid and legend boxes); the rest of its palette is its
+    own. Quantised alone, a frame of many data colours traded the greys away (chapter 03's frames at
+    gamma = 1 000, 1e4 and inf lost their frames, grid and legend boxes), so the picture jumped. Each colour
+    kept costs bytes: chapter 05's 21 frames, 761 KB of page with none kept, 817 KB with two; one palette
+    shared by all frames cost more (893 KB)."""
+    from PIL import Image
+
+    if not images or not 0 <= flat < colours <= 256:
+        raise ValueError(f"need at least one image and 0 <= flat < colours <= 256, got {len(images)}, {flat}, "
+                         f"{colours}")
+    opened: list[Image.Image] = []
+    for data in images:
+        if isinstance(data, Image.Image):
+            opened.append(data.convert("RGB"))
+            continue
+        with Image.open(io.BytesIO(data)) as read:
+            opened.append(read.convert("RGB"))
+    packed = [_packed(np.asarray(image, dtype=np.int64)) for image in opened]  # each (h * w,): 0xRRGGBB
+    seen, counts = np.unique(np.concatenate(packed), return_counts=True)
+    kept = _unpacked(seen[np.argsort(-counts, kind="stable")[:flat]])  # the colours of the most pixels
+    frames = []
+    for frame, pixels in zip(opened, packed):
+        own = frame.quantize(colors=colours - flat, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+        palette = np.concatenate([np.reshape(np.asarray(own.getpalette() or [], dtype=np.int64), (-1, 3))
+                                  [: colours - flat], kept])
+        indexed = np.array(own)
+        for entry, colour in enumerate(_packed(kept[None]), start=colours - flat):
+            indexed[(pixels == colour).reshape(indexed.shape)] = entry  # kept exactly, in every frame
+        image = Image.fromarray(indexed.astype(np.uint8), "P")
+        image.putpalette(palette.astype(np.uint8).reshape(-1).tolist())
+        out = io.BytesIO()
+        image.save(out, format="webp", lossless=True, quality=100, method=5)
+        frames.append(out.getvalue())
+    return frames
+
+
+def _packed(pixels: np.ndarray) -> np.ndarray:
+    """RGB pixels ``(h, w, 3)`` as one integer each, 0xRRGGBB, ``(h * w,)``."""
+    return (pixels[..., 0] << 16 | pixels[..., 1] << 8 | pixels[..., 2]).reshape(-1)
+
+
+def _unpacked(colours: np.ndarray) -> np.ndarray:
+    """Colours packed as 0xRRGGBB back to ``(m, 3)``."""
+    return np.stack([colours >> 16, colours >> 8 & 255, colours & 255], axis=-1)
+
+
 def small_frame(data: bytes, colours: int = 32) -> bytes:
-    """An image (PNG or other) as a frame for a page: at most ``colours`` colours (no dithering: flat
-    areas stay flat; a figure's few colours and their anti-aliased edges survive), stored as lossless
-    WebP, which holds such a frame in about three quarters of the bytes of the same palette as PNG
-    (the scattered points of a clustering task compress poorly as PNG). Every current browser shows WebP."""
+    """One image as a frame for a page (:func:`small_frames` of one)."""
+    return small_frames([data], colours)[0]
+
+
+def drawn_texts(fig: Figure) -> list:
+    """The figure drawn once on its canvas, and the text artists that draw put on it (not, say, the labels of
+    ticks outside the axes' view, which matplotlib keeps but does not draw), each once."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    drawn: dict[int, object] = {}
+    draw_text = renderer.draw_text
+
+    def record(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if mtext is not None and s.strip():
+            drawn[id(mtext)] = mtext
+        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = record
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text
+    return list(drawn.values())
+
+
+def texts_cut(fig: Figure, texts: Sequence | None = None) -> list[str]:
+    """The texts of the figure that reach outside it (a title cut at the figure's edge); ``texts``: those
+    of a draw just made (:func:`drawn_texts`; default: draw it now)."""
+    texts = drawn_texts(fig) if texts is None else texts
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    page = fig.bbox
+    cut = []
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        if box.x0 < page.x0 - 1 or box.x1 > page.x1 + 1 or box.y0 < page.y0 - 1 or box.y1 > page.y1 + 1:
+            cut.append(text.get_text())
+    return cut
+
+
+def figure_frame(fig: Figure, dpi: float = FRAME_DPI):
+    """The figure drawn once at ``dpi`` (its own dpi set to it): its image, for :func:`small_frames`, and the
+    height in pixels of the smallest font it draws. A ValueError if a text of it is cut at its edge."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(data)) as image:
-        palette = _palette(image, colours)
-    out = io.BytesIO()
-    palette.save(out, format="webp", lossless=True, quality=100, method=5)
-    return out.getvalue()
-
-
-def _palette(image, colours: int):
-    from PIL import Image
-
-    return image.convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
-
-
-def figure_frame(fig: Figure, dpi: float = FRAME_DPI, colours: int = 32) -> bytes:
-    """The figure drawn at ``dpi`` as a small frame (:func:`small_frame`)."""
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=dpi)
-    return small_frame(out.getvalue(), colours)
+    if fig.dpi != dpi:
+        fig.set_dpi(dpi)
+    texts = drawn_texts(fig)
+    cut = texts_cut(fig, texts)
+    if cut:
+        raise ValueError(f"texts cut at the figure's edge: {cut}")
+    if not texts:
+        raise ValueError("the figure has no text")
+    image = Image.frombuffer("RGBA", fig.canvas.get_width_height(physical=True),
+                             fig.canvas.buffer_rgba()).convert("RGB")  # type: ignore[attr-defined]
+    return image, min(float(t.get_fontsize()) for t in texts) * dpi / 72
 
 
 def data_uri(image: bytes) -> str:
@@ -83,45 +201,120 @@ def image_size(image: bytes) -> tuple[int, int]:
         return opened.size
 
 
-def slider_html(frames: Sequence[bytes], positions: Sequence[str], *, name: str, label: str, alt: str,
-                start: int = 0, dpi: float = FRAME_DPI) -> str:
-    """HTML of a figure under a slider: the ``frames`` (PNG or WebP images, drawn at ``dpi``, shown at
-    :data:`SHOWN_PX_PER_INCH`, at most the width of their container) and a range input of one step per
-    frame, labelled ``label`` and showing the frame's entry of ``positions``. ``name`` makes the ids of
-    the page unique; ``alt`` describes the figure for a reader who cannot see it."""
-    if not frames or len(frames) != len(positions):
-        raise ValueError(f"frames and positions must be as many and at least one, got {len(frames)} and "
-                         f"{len(positions)}")
-    if not 0 <= start < len(frames):
-        raise ValueError(f"start must index a frame (0 to {len(frames) - 1}), got {start}")
+PLAYER_CSS = """.kmt-moving { max-width: 100%; margin: 0.5em 0; }
+.kmt-moving-frame img { display: block; max-width: 100%; height: auto; }
+.kmt-moving-controls { display: flex; flex-wrap: wrap; align-items: center; gap: 0.3em 0.6em; max-width: 100%; }
+.kmt-moving-controls label { flex: 1 0 100%; }
+.kmt-moving-controls input[type="range"] { flex: 1 1 8em; min-width: 0; margin: 0; }
+.kmt-moving-controls output { flex: 0 1 auto; min-width: 5em; font-variant-numeric: tabular-nums; }
+.kmt-moving-buttons { display: flex; flex-wrap: wrap; gap: 0.3em; }
+.kmt-moving-buttons button { min-width: 2.75em; min-height: 2.2em; }
+.kmt-moving-keys { flex: 1 0 100%; margin: 0; font-size: 0.85em; }
+.kmt-moving :focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
+.kmt-moving.kmt-full { position: fixed; inset: 0; z-index: 2000; margin: 0; padding: 0.5em; box-sizing: border-box;
+  display: flex; flex-direction: column; gap: 0.4em; max-width: none;
+  background: var(--pst-color-background, #fff); color: var(--pst-color-text-base, #000); }
+.kmt-moving.kmt-full .kmt-moving-frame { flex: 1 1 auto; min-height: 0; overflow: auto; }
+.kmt-moving.kmt-full .kmt-moving-frame img { max-width: none; }"""
+"""The player's own style (its class names begin with ``kmt-moving``; nothing of the book's theme):
+the image at most as wide as its column, the controls wrapping within it, a visible focus ring, and
+the full-size view, which fills the window and shows the frame at the size it was drawn for."""
+
+_BUTTONS = (("first", "First frame", "&#x21E4;"), ("previous", "Previous step", "&#x25C0;"),
+            ("play", "Play", "&#x25B6;"), ("next", "Next step", "&#x25B6;&#x25B6;"), ("last", "Last frame", "&#x21E5;"))
+"""The animation's buttons: what each does, its name, its sign (hidden from screen readers, which read the name)."""
+
+_SCRIPT = """(function () {
+  var root = document.getElementById(%(name)s), data = %(data)s;
+  var slider = root.querySelector("input[type=range]"), image = root.querySelector("img");
+  var readout = root.querySelector("output"), full = root.querySelector("[data-do=full]");
+  var play = root.querySelector("[data-do=play]"), timer = null;
+  data.frames[%(start)d] = image.src;
+  function show(i) {
+    i = Math.max(0, Math.min(data.frames.length - 1, i));
+    slider.value = i; image.src = data.frames[i]; image.alt = data.alts[i];
+    slider.setAttribute("aria-valuetext", data.valuetexts[i]); readout.textContent = data.positions[i];
+  }
+  function stop() {
+    if (timer === null) return;
+    clearInterval(timer); timer = null;
+    play.setAttribute("aria-label", "Play"); play.firstChild.innerHTML = "&#x25B6;";
+    readout.setAttribute("aria-live", "polite");
+  }
+  function toggle() {
+    if (!play) return;
+    if (timer !== null) { stop(); return; }
+    if (Number(slider.value) >= data.frames.length - 1) show(0);
+    readout.setAttribute("aria-live", "off");  // no announcement every frame while it plays
+    play.setAttribute("aria-label", "Pause"); play.firstChild.innerHTML = "&#x2759;&#x2759;";
+    timer = setInterval(function () {
+      var i = Number(slider.value) + 1;
+      if (i >= data.frames.length) { stop(); return; }
+      show(i);
+      if (i === data.frames.length - 1) stop();
+    }, %(interval)d);
+  }
+  var moves = {first: function () { return 0; }, previous: function (i) { return i - 1; },
+               next: function (i) { return i + 1; }, last: function () { return data.frames.length - 1; }};
+  root.querySelectorAll(".kmt-moving-buttons button").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var what = button.getAttribute("data-do");
+      if (what === "play") { toggle(); return; }
+      stop(); show(moves[what](Number(slider.value)));
+    });
+  });
+  slider.addEventListener("input", function () { stop(); show(Number(slider.value)); });
+  root.addEventListener("keydown", function (event) {
+    if (event.key === " " && play && event.target.tagName !== "BUTTON") { event.preventDefault(); toggle(); }
+    if (event.key === "Escape" && root.classList.contains("kmt-full")) { full.click(); }
+  });
+  full.addEventListener("click", function () {
+    var on = root.classList.toggle("kmt-full");
+    full.setAttribute("aria-pressed", on ? "true" : "false");
+  });
+})();"""
+
+
+def slider_html(frames: Frames, *, name: str, label: str, start: int = 0, dpi: float = FRAME_DPI,
+                play_interval: int | None = None) -> str:
+    """HTML of a figure under a slider: the ``frames`` (drawn at ``dpi``, shown at :data:`SHOWN_PX_PER_INCH`, at
+    most the width of their container) and a range input of one step per frame, named ``label`` (what it
+    moves: "Inverse temperature γ"), the frame's position beside it and its meaning as the slider's
+    ``aria-valuetext``, the image's alt the frame's own. ``play_interval`` (milliseconds per frame) adds
+    play and step buttons (an animation); nothing plays until the reader asks. ``name`` makes the ids of
+    the page unique."""
+    if not 0 <= start < len(frames.images):
+        raise ValueError(f"start must index a frame (0 to {len(frames.images) - 1}), got {start}")
     if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
         raise ValueError(f"name must be lower-case letters, digits and hyphens, got {name!r}")
-    width, height = image_size(frames[start])
+    if not label.strip():
+        raise ValueError("label must name what the slider moves")
+    width, height = image_size(frames.images[start])
     shown = round(width * SHOWN_PX_PER_INCH / dpi)
     # the starting frame is stored once, as the image's own source, which the script reads back
-    uris = json.dumps([None if i == start else data_uri(f) for i, f in enumerate(frames)])
-    values = json.dumps(list(positions))
+    data = {"frames": [None if i == start else data_uri(f) for i, f in enumerate(frames.images)],
+            "positions": frames.positions, "valuetexts": frames.valuetexts, "alts": frames.alts}
+    buttons = "".join(f'<button type="button" data-do="{what}" aria-label="{title}"><span aria-hidden="true">'
+                      f"{sign}</span></button>" for what, title, sign in _BUTTONS) if play_interval else ""
+    keys = "Keys: ← → step, Home/End first/last" + (", space play/pause" if play_interval else "") + "."
+    script = _SCRIPT % {"name": json.dumps(name), "data": json.dumps(data, ensure_ascii=False), "start": start,
+                        "interval": play_interval or 0}
     return (
-        f'<div class="kmt-slider-figure" id="{name}">\n'
-        f'<img id="{name}-frame" src="{data_uri(frames[start])}" alt="{escape(alt)}" width="{shown}" '
-        f'height="{round(height * shown / width)}" style="max-width: 100%; height: auto;">\n'
-        f'<div style="display: flex; gap: 0.6em; align-items: center; max-width: {shown}px;">'
-        f'<label for="{name}-slider" style="white-space: nowrap;">{escape(label)}</label>'
-        f'<input type="range" id="{name}-slider" min="0" max="{len(frames) - 1}" step="1" value="{start}" '
-        f'style="flex: 1;" aria-valuetext="{escape(positions[start])}">'
-        f'<output id="{name}-value" for="{name}-slider" style="min-width: 4em;">{escape(positions[start])}</output>'
+        f'<div class="kmt-moving" id="{name}" role="group" aria-label="{escape(label)}: interactive figure">\n'
+        f"<style>{PLAYER_CSS}</style>\n"
+        f'<div class="kmt-moving-frame"><img id="{name}-frame" src="{data_uri(frames.images[start])}" '
+        f'alt="{escape(frames.alts[start])}" width="{shown}" height="{round(height * shown / width)}" '
+        f'data-text-px="{frames.text_px:.2f}" data-dpi="{dpi:g}"></div>\n'
+        f'<div class="kmt-moving-controls" style="max-width: {shown}px;">'
+        f'<label for="{name}-slider">{escape(label)}</label>'
+        f'<input type="range" id="{name}-slider" min="0" max="{len(frames.images) - 1}" step="1" value="{start}" '
+        f'aria-valuetext="{escape(frames.valuetexts[start])}">'
+        f'<output id="{name}-value" for="{name}-slider" aria-live="polite">{escape(frames.positions[start])}</output>'
+        f'<div class="kmt-moving-buttons">{buttons}'
+        '<button type="button" data-do="full" aria-pressed="false">Full size</button></div>'
+        f'<p class="kmt-moving-keys">{keys}</p>'
         "</div>\n"
-        "<script>(function () {\n"
-        f'  var frames = {uris};\n  var values = {values};\n'
-        f'  var slider = document.getElementById("{name}-slider");\n'
-        f'  var image = document.getElementById("{name}-frame");\n'
-        f"  frames[{start}] = image.src;\n"
-        f'  var value = document.getElementById("{name}-value");\n'
-        '  slider.addEventListener("input", function () {\n'
-        "    var i = Number(slider.value);\n"
-        "    image.src = frames[i]; value.textContent = values[i];\n"
-        '    slider.setAttribute("aria-valuetext", values[i]);\n'
-        "  });\n})();</script>\n</div>"
+        f"<script>{script}</script>\n</div>"
     )
 
 
@@ -135,6 +328,6 @@ def standalone_page(body: str, *, title: str, caption: str, source: str, css: st
     ``source`` (which chapter of the book it comes from) and the book's licence."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<style>{CSS}\n{css}</style></head>\n<body>\n<h1>{escape(title)}</h1>\n{body}\n"
+            f"<style>{CSS}\n{css}</style></head>\n<body>\n<main>\n<h1>{escape(title)}</h1>\n{body}\n"
             f'<p class="kmt-caption">{escape(caption)}</p>\n'
-            f'<p class="kmt-source">Source: {escape(source)}. {escape(LICENCE)}</p>\n</body></html>\n')
+            f'<p class="kmt-source">Source: {escape(source)}. {escape(LICENCE)}</p>\n</main>\n</body></html>\n')

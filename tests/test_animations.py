@@ -45,13 +45,44 @@ def test_nearest_centre_and_projection():
 def test_the_html_has_a_frame_per_step_controls_and_no_network():
     X, result = _task(steps=3)
     animation, _ = animate_runs(X[0], runs_from({"Lloyd": result}, 0), title="t", dpi=30)
-    html = self_contained_html(animation)
+    html = self_contained_html(animation, name="m")
     assert len(re.findall(r"data:image/webp;base64", html)) == 4  # steps 0..3, as small WebP frames
     assert "data:image/png" not in html
     assert not re.search(r"https?://", html), "the page must read offline"
-    for control in ("play_animation", "pause_animation", "next_frame", "previous_frame"):
-        assert control in html
-    assert 'class="fa' not in html
+    for name in ("First frame", "Previous step", "Play", "Next step", "Last frame"):
+        assert f'aria-label="{name}"' in html
+    assert 'aria-label="Step shown"' not in html and '<label for="m-slider">Step shown</label>' in html
+    assert "space play/pause" in html
+
+
+def test_each_frame_says_its_numbers_in_words():
+    """The readout, valuetext and alternative of every step come from the runs drawn: each run's
+    log-objective at that step, the gap, and how many drawn points changed centre."""
+    X, result = _task(steps=3)
+    other = kmtlib.lloyd(X, result.centers[:, 0] + 0.05, 3, empty="mean")
+    runs = runs_from({"a": other, "Lloyd": result}, 0)
+    animation, _ = animate_runs(X[0], runs, title="t", dpi=30, gap=("a", "Lloyd"))
+    for t in range(4):
+        a, lloyd = float(runs[0].objective[t]), float(runs[1].objective[t])
+        assert animation.positions[t] == f"step {t} of 3"
+        assert animation.valuetexts[t] == (f"step {t} of 3: log k-means objective a: {a:.3f}; Lloyd: {lloyd:.3f}; "
+                                           f"a minus Lloyd: {a - lloyd:+.3f}")
+        assert animation.alts[t].startswith(f"t, step {t} of 3. Scatter plots of 60 points")
+    assert "changed their nearest centre" in animation.alts[1] and len(set(animation.alts)) == 4
+
+
+def test_no_title_is_cut_at_any_step():
+    """A long run name (chapter 02's "transformer, gamma = 10000") in a panel's title and in the gap's title
+    stays within the figure at every step (it was cut to "transformer, gamma = 10000 minus")."""
+    from kmtbook.html_figures import texts_cut
+
+    X, result = _task(steps=2)
+    name = "transformer, gamma = 10000"
+    runs = runs_from({"Lloyd": result, name: result}, 0)
+    animation, fig = animate_runs(X[0], runs, title="Fig. 3 task, n = 10000", dpi=50, gap=(name, "Lloyd"))
+    for step in range(3):
+        show_step(animation, step)
+        assert not texts_cut(fig), f"step {step}: cut {texts_cut(fig)}"
 
 
 def test_a_still_is_the_frame_of_its_step(tmp_path):
@@ -126,14 +157,14 @@ def test_the_page_is_light_sharp_and_says_where_it_comes_from(tmp_path):
     other = kmtlib.lloyd(X, result.centers[:, 0] + 0.02, 20, empty="mean")
     runs = runs_from({"a": other, "Lloyd": result}, 0)
     animation, fig = animate_runs(X[0], runs, title="t", gap=("a", "Lloyd"))
-    assert fig.axes[-1].get_title() == "a minus Lloyd"
+    assert fig.axes[-1].get_title() == "a\nminus Lloyd"
     page = save_animation(animation, tmp_path / "motion.html", "a title", caption="the caption", source="chapter 5")
     text = page.read_text()
     assert page.stat().st_size < 1_000_000
     assert "the caption" in text and "chapter 5" in text and "CC BY 4.0" in text and "MIT" in text
     frames = re.findall(r'"data:image/webp;base64,([^"]+)"', text)
     width, height = image_size(base64.b64decode(frames[0]))
-    shown = int(re.search(r'<img width="(\d+)"', text).group(1))
+    shown = int(re.search(r'<img id="[^"]+" src="[^"]+" alt="[^"]*" width="(\d+)"', text).group(1))
     # twice the pixels per shown pixel, and over four times the pixels of the old 678 x 240 frames
     assert width >= 2 * shown and width * height >= 4 * 678 * 240
     with pytest.raises(ValueError, match="gap"):
