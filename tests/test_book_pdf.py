@@ -40,13 +40,20 @@ def test_the_margins_name_the_book_and_number_the_pages():
 def _page(tmp_path: Path) -> tuple[Path, str]:
     """Three chapters of two sections, a long code line, a figure with its alternative, and maths typeset
     after loading (a stand-in for MathJax's promise)."""
+    import base64
+
+    from PIL import Image
+
+    drawn = io.BytesIO()
+    Image.new("RGB", (200, 100), "steelblue").save(drawn, format="PNG")
+    image = "data:image/png;base64," + base64.b64encode(drawn.getvalue()).decode()
     long_line = "x = " + " + ".join(f"term_{i}" for i in range(60))
     chapters = "".join(
         f'<section class="kmt-book-part"><h1>{c}. Chapter {c}</h1><p>{"Text. " * 200}</p>'
         f'<section><h2>{c}.1. First</h2><div class="highlight"><pre>{long_line}  # chapter {c}</pre></div>'
         f"<p>{'More. ' * 300}</p></section>"
         f'<section><h2>{c}.2. Second</h2><figure><img alt="Line chart of chapter {c}: it rises" '
-        'src="data:image/gif;base64,R0lGODlhAQABAAAAACw=" width="200" height="100"></figure></section></section>'
+        f'src="{image}" width="200" height="100"></figure></section></section>'
         for c in (1, 2, 3))
     page = tmp_path / "book.html"
     page.write_text(f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>t</title>'
