@@ -164,7 +164,7 @@ def print_options(info: BookInfo) -> dict[str, Any]:
 
 
 @contextmanager
-def browser(chromium: str, chromedriver: str) -> Iterator[Any]:
+def browser(chromium: str, chromedriver: str, timeout: int = 600) -> Iterator[Any]:
     """Headless Chromium driven by selenium through ``chromedriver`` (no download: Selenium Manager stays offline)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -176,8 +176,10 @@ def browser(chromium: str, chromedriver: str) -> Iterator[Any]:
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(300)
-    driver.set_script_timeout(300)
+    driver.set_page_load_timeout(timeout)
+    driver.set_script_timeout(timeout)
+    # one print of the whole book takes minutes: selenium waits 120 s for an answer by default
+    driver.command_executor.client_config.timeout = timeout
     try:
         yield driver
     finally:
@@ -238,6 +240,13 @@ article.prepend(nav);
 return anchors;
 """
 
+# The text of every heading that prints, in order: what the bookmarks say (see :func:`named_bookmarks`).
+HEADINGS = r"""
+const text = h => { const c = h.cloneNode(true); c.querySelectorAll('.headerlink').forEach(a => a.remove());
+                    return c.textContent.replace(/\s+/g, ' ').trim(); };
+return [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')].filter(h => h.getClientRects().length).map(text);
+"""
+
 FILL = r"""
 const pages = arguments[0];
 document.querySelectorAll('.kmt-contents-page').forEach(s => { s.textContent = String(pages[s.dataset.for]); });
@@ -271,16 +280,48 @@ def print_book(page: Path, chromium: str, chromedriver: str, info: BookInfo, pas
     with browser(chromium, chromedriver) as driver:
         driver.get(page.resolve().as_uri())
         driver.execute_async_script(SETTLE)
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})  # what prints, as it prints
         anchors = driver.execute_script(CONTENTS)
+        headings = driver.execute_script(HEADINGS)
         pages: dict[str, int] = {}
         for _ in range(passes):
             pdf = _print(driver, options)
             found = heading_pages(pdf, anchors)
             if found == pages:
-                return pdf
+                return named_bookmarks(pdf, headings)
             pages = found
             driver.execute_script(FILL, pages)
     raise RuntimeError(f"the contents' page numbers did not settle in {passes} prints")
+
+
+def _bookmarks(outline) -> Iterator[Any]:
+    """The outline's items in order, depth first (pypdf's dictionaries, ``/First`` and ``/Next``)."""
+    item = outline.get("/First")
+    while item is not None:
+        item = item.get_object()
+        yield item
+        yield from _bookmarks(item)
+        item = item.get("/Next")
+
+
+def named_bookmarks(pdf: bytes, headings: Sequence[str]) -> bytes:
+    """``pdf`` with each bookmark titled by its heading's text. Chromium builds a bookmark's title from the
+    tagged text of its heading, which holds that text twice for a heading carried over to the next page
+    ("1.7. 1.7. ExercisesExercises"); the bookmarks follow the headings in order, one each."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    outline = writer.root_object.get("/Outlines")
+    items = list(_bookmarks(outline.get_object())) if outline is not None else []
+    if len(items) != len(headings):
+        raise RuntimeError(f"{len(items)} bookmarks for {len(headings)} headings: the outline does not follow "
+                           "the headings one to one")
+    for item, title in zip(items, headings, strict=True):
+        item[NameObject("/Title")] = TextStringObject(title)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
 
 
 # --------------------------------------------------------------------------- metadata
