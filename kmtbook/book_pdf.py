@@ -179,7 +179,9 @@ def browser(chromium: str, chromedriver: str, timeout: int = 600) -> Iterator[An
     driver.set_page_load_timeout(timeout)
     driver.set_script_timeout(timeout)
     # one print of the whole book takes minutes: selenium waits 120 s for an answer by default
-    driver.command_executor.client_config.timeout = timeout
+    connection = driver.command_executor
+    if not isinstance(connection, str):
+        connection.client_config.timeout = timeout
     try:
         yield driver
     finally:
