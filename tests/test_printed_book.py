@@ -43,7 +43,9 @@ def _pages_text(pdf: Path) -> tuple[str, ...]:
 
 
 def _squeezed(text: str) -> str:
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+    """``text`` without spaces, ligatures as letters, and inline maths without its delimiters \\( \\) (the HTML
+    holds MathJax's source, the PDF its typeset letters)."""
+    return re.sub(r"\s+|\\[()]", "", unicodedata.normalize("NFKC", text))
 
 
 def _outline(pdf: Path) -> list[tuple[int, str, int]]:
