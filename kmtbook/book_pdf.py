@@ -189,9 +189,10 @@ def browser(chromium: str, chromedriver: str, timeout: int = 600) -> Iterator[An
         shutil.rmtree(profile, ignore_errors=True)
 
 
-# Once the page has loaded: every image loaded (none left lazy), MathJax done, fonts ready.
+# Once the page has loaded: every folded block open, every image loaded (none left lazy), MathJax done, fonts ready.
 SETTLE = r"""
 const done = arguments[arguments.length - 1];
+document.querySelectorAll('details').forEach(d => d.open = true);  // folded code (hide-input) and solutions print
 document.querySelectorAll('img[loading]').forEach(img => img.loading = 'eager');
 const images = [...document.images].map(img => img.complete ? null :
   new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); }));
