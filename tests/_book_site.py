@@ -126,9 +126,9 @@ def _run_jupyter_book(dest: Path, timeout: float) -> Path:
     # The whole book as one PDF from the same execution, as the book command makes it (its index links it).
     from kmtbook import book_pdf
 
-    chromium = book_pdf.find_chromium()
-    if chromium is not None:
-        book_pdf.print_pdf(book_pdf.build_single_page(dest, dest), html / book_pdf.PDF_NAME, chromium)
+    chromium, chromedriver = book_pdf.find_chromium(), book_pdf.find_chromedriver()
+    if chromium is not None and chromedriver is not None:
+        book_pdf.make_pdf(dest, dest, chromium, chromedriver)
     return html
 
 

@@ -37,24 +37,9 @@ def _device() -> str:
 
 
 @pytest.fixture(scope="module")
-def html() -> Path:
-    reason = site.browser_missing_reason()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"the browser check must run in CI: {reason}")
-        pytest.skip(reason)
-    notebooks = {}
-    for stem in site.chapter_stems():
-        notebook = site.executed_notebook(stem)
-        source = site.BOOK / f"{stem}.md"
-        if not notebook.is_file() or notebook.stat().st_mtime < source.stat().st_mtime:
-            # Not run by test_notebooks.py in this session (e.g. this file alone): run it now.
-            parameters, _ = CASES[source.name]
-            out = notebook.parent
-            site.run_chapter(source, out, {"device": _device(), "profile": "quick", "seed": 11,
-                                           "output_dir": str(out / "results"), **parameters})
-        notebooks[stem] = notebook
-    return site.build_site(notebooks, site.QUICK / "site")
+def html(quick_book: Path) -> Path:
+    """The book built from the quick-profile chapters (tests/conftest.py), shared with test_printed_book.py."""
+    return quick_book
 
 
 @pytest.fixture(scope="module")

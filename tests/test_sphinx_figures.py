@@ -29,7 +29,7 @@ def _app(tmp_path: Path, run: str = RUN, url: str | None = None) -> SimpleNamesp
         folder.mkdir(parents=True, exist_ok=True)
     (results / "metrics.json").write_text(json.dumps({"run_id": RUN}))
     Image.new("RGB", (900, 300), "white").save(results / f"{LABEL}.png")
-    (results / f"{LABEL}.pdf").write_bytes(b"pdf")
+    Image.new("RGB", (900, 300), "white").save(results / f"{LABEL}.pdf")  # a one-page PDF
     (src / "shown.png").write_bytes(b"shown")
     (tmp_path / "CITATION.cff").write_text("title: A book\nauthors:\n  - name: Someone\n")
     figure = {"label": LABEL, "caption": "Lloyd's trajectory. Two lines.", "image": str(src / "shown.png")}
@@ -58,7 +58,11 @@ def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
     png, pdf = figures.figure_files(app, "01_kmeans_and_lloyd", figure)
     assert (png, pdf) == (tmp_path / "results" / f"{LABEL}.png", tmp_path / "results" / f"{LABEL}.pdf")
     figures.copy_figures(app)
-    assert (tmp_path / "html" / "figures" / f"{LABEL}.pdf").read_bytes() == b"pdf"
+    # the published copies carry the figure's credit line (kmtbook.figure_files; tests/test_figure_files.py)
+    with Image.open(tmp_path / "html" / "figures" / f"{LABEL}.png") as published:
+        assert published.size[0] == 900 and published.size[1] > 300
+        assert published.text["Credit"].startswith("Fig. 1.2, A book v9.9.9, CC BY 4.0, ")  # type: ignore[attr-defined]
+    assert (tmp_path / "html" / "figures" / f"{LABEL}.pdf").read_bytes().startswith(b"%PDF")
     with Image.open(tmp_path / "html" / "figures" / "thumbnails" / f"{LABEL}.png") as thumbnail:
         assert thumbnail.size == (figures.THUMBNAIL_WIDTH, round(figures.THUMBNAIL_WIDTH / 3))  # the aspect kept
     # files of another run: the image the page displays, and no PDF
@@ -72,7 +76,9 @@ def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp
     gallery = figures.figures_table(app, "index")
     assert "kmt-gallery" in gallery["classes"]
     heading, grid = gallery.children
-    assert heading.astext() == "1. Demo (quick profile, seed 3)" and "kmt-gallery-grid" in grid["classes"]
+    assert heading.astext() == ("1. Demo (quick profile, seed 3) · for slides: its figures with their credit lines "
+                                "and citations (zip)") and "kmt-gallery-grid" in grid["classes"]
+    assert "figures/slides/01_kmeans_and_lloyd-figures.zip" in [r["refuri"] for r in heading.findall(nodes.reference)]
     (card,) = grid.children
     (thumbnail,) = card.findall(nodes.raw)
     assert f'src="figures/thumbnails/{LABEL}.png"' in thumbnail.astext()

@@ -64,6 +64,7 @@ from .figures import (
     figures_table,
     set_book_url,
     write_cff,
+    write_slide_sets,
 )
 from .metrics import fill_metrics, format_metric, kmt_metric, metric_role
 from .pages import (
@@ -75,6 +76,7 @@ from .pages import (
     read_page,
     skip_node,
 )
+from .printed import add_print_notes, offer_book_pdf, printed_book, write_print_css
 from .provenance import environment_table, runs_table
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
@@ -117,7 +119,10 @@ def _build_finished(app: Sphinx, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     copy_mathjax(app)
+    if printed_book(app):  # the single page printed as the PDF links the HTML book's files
+        return
     copy_figures(app)
+    write_slide_sets(app)
     write_downloads(app)
     write_cff(app)
     write_switcher(app)
@@ -144,12 +149,15 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", configure_launch)
     app.connect("config-inited", use_local_mathjax)
     app.connect("builder-inited", write_css)
+    app.connect("builder-inited", write_print_css)
     app.connect("doctree-read", _doctree_read, priority=600)
     app.connect("env-purge-doc", forget_page)
     app.connect("env-merge-info", merge_pages)
     app.connect("env-get-outdated", outdated_pages)
     app.connect("doctree-resolved", _fill_placeholders)
+    app.connect("doctree-resolved", add_print_notes, priority=600)  # the single page of the PDF
     app.connect("html-page-context", offer_notebook, priority=450)
+    app.connect("html-page-context", offer_book_pdf, priority=520)  # after the theme's download menu (501)
     app.connect("html-page-context", tidy_page, priority=900)
     app.connect("build-finished", _build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

@@ -20,6 +20,7 @@ from sphinx.util import logging
 
 from ..chapter import find_repo_root
 from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
+from ..figure_files import PublishedFigure, publish_figure_file, published_figure, slide_set
 from ..figure_metadata import caption_title
 from ..paper_figures import reproduces
 from .pages import (
@@ -106,8 +107,8 @@ def copy_figures(app: Sphinx) -> None:
                 if source is None:
                     continue
                 target = out / figure_target(app, figure["label"], suffix)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
+                # the published copy carries its credit line and this build's citation (kmtbook.figure_files)
+                publish_figure_file(source, target, figure_file_credit(app, docname, figure), _citation(app).authors)
             if png is not None:
                 write_thumbnail(png, out / thumbnail_target(app, figure["label"]))
             moving = interactive_file(app, docname, figure)
@@ -116,6 +117,42 @@ def copy_figures(app: Sphinx) -> None:
             table = data_file(app, docname, figure)
             if table is not None:  # the numbers it plots: figures/<label>.csv
                 shutil.copyfile(table, out / figure_target(app, figure["label"], ".csv"))
+
+
+def figure_file_credit(app: Sphinx, docname: str, figure: dict) -> PublishedFigure:
+    """How the published files of a figure cite it: this build's citation, the figure's number and chapter."""
+    label = figure["label"]
+    return published_figure(_citation(app), label=label, number=figure_number(app, docname, label),
+                             chapter=_locator(app, docname), title=caption_title(figure["caption"]) or label,
+                             page=app.builder.get_target_uri(docname) + f"#{label}")
+
+
+def slides_target(app: Sphinx, docname: str) -> str:
+    """A chapter's set for slides: ``figures/slides/<stem>-figures.zip``."""
+    return f"{app.config.kmt_figures_dir}/slides/{posixpath.basename(docname)}-figures.zip"
+
+
+def write_slide_sets(app: Sphinx) -> None:
+    """Per chapter, its published figure files (with their credit lines) and their citations in one zip."""
+    out = Path(app.outdir)
+    for docname, page in sorted(page_info(app.env).items()):
+        files = []
+        for figure in page["figures"]:
+            paths = [out / figure_target(app, figure["label"], suffix) for suffix in (".png", ".pdf")]
+            paths = [path for path in paths if path.is_file()]
+            if paths:
+                files.append((figure_file_credit(app, docname, figure), paths))
+        if files:
+            slide_set(out / slides_target(app, docname), _locator(app, docname), files)
+
+
+def _slides_link(app: Sphinx, fromdoc: str, docname: str) -> list[nodes.Node]:
+    """`` · for slides: its figures with their credit lines (zip)``, when the chapter publishes a figure file."""
+    if not any(figure_files(app, docname, figure)[0] for figure in page_info(app.env)[docname]["figures"]):
+        return []
+    return [nodes.Text(" · for slides: "),
+            link("its figures with their credit lines and citations (zip)",
+                 relative_uri(app, fromdoc, slides_target(app, docname)))]
 
 
 def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, figure: dict, page_uri: str) -> nodes.raw:
@@ -186,6 +223,7 @@ def figures_table(app: Sphinx, fromdoc: str) -> nodes.Node:
         heading += nodes.strong("", "", link(chapter_title(app, docname), chapter_uri))
         if page.get("run"):
             heading += nodes.Text(f" ({page['run']['profile']} profile, seed {page['run']['seed']})")
+        heading += _slides_link(app, fromdoc, docname)
         gallery += heading
         grid = nodes.container(classes=["kmt-gallery-grid"])
         for figure in page["figures"]:
