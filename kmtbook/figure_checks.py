@@ -28,6 +28,19 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
 
 
+def counts_phrase(counts: dict[str, int], noun: str, nouns: str | None = None) -> str:
+    """The counts of named groups in words: ``counts_phrase({"width d": 10, "width d + k": 10}, "seed")``
+    is "10 seeds each" (not "10 and 10 seeds"), ``{"width d": 9, "width d + k": 10}`` gives
+    "9 seeds (width d) and 10 (width d + k)"."""
+    if not counts:
+        raise ValueError("counts is empty")
+    values = list(counts.values())
+    if len(set(values)) == 1:
+        return plural(values[0], noun, nouns) + (" each" if len(values) > 1 else "")
+    parts = [f"{plural(n, noun, nouns) if i == 0 else n} ({group})" for i, (group, n) in enumerate(counts.items())]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}"
+
+
 def texts(fig: Figure) -> Iterator[Text]:
     """Every visible text artist of the figure with some text."""
     for artist in fig.findobj(Text):

@@ -9,12 +9,26 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from kmtbook.figure_checks import figure_problems, labels_outside_panels, legends_over_data, plural, template_plurals
+from kmtbook.figure_checks import (
+    counts_phrase,
+    figure_problems,
+    labels_outside_panels,
+    legends_over_data,
+    plural,
+    template_plurals,
+)
 
 
 def test_plural_says_the_number_in_words_that_agree():
     assert plural(1, "model") == "1 model" and plural(3, "model") == "3 models" and plural(0, "task") == "0 tasks"
     assert plural(2, "run", "runs") == "2 runs" and plural(2, "matrix", "matrices") == "2 matrices"
+
+
+def test_counts_of_groups_say_each_where_they_agree():
+    # (chapter 06 printed "medians over 10 and 10 seeds")
+    assert counts_phrase({"width d": 10, "width d + k": 10}, "seed") == "10 seeds each"
+    assert counts_phrase({"width d": 9, "width d + k": 10}, "seed") == "9 seeds (width d) and 10 (width d + k)"
+    assert counts_phrase({"a": 1}, "seed") == "1 seed"
 
 
 def test_template_plurals_are_found_in_titles_legends_and_labels():
