@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import numpy as np
 from matplotlib.collections import PathCollection
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 TEMPLATE_PLURAL = re.compile(r"\b[A-Za-z][\w-]*\((?:s|es)\)")
 """A word written for one and many at once: "model(s)", "task(s)"."""
@@ -90,9 +92,28 @@ def _renderer(fig: Figure):
     return fig.canvas.get_renderer()  # type: ignore[attr-defined]
 
 
+def _bars_under(ax, box, panel, renderer) -> int:
+    """How many of the axes' bars (the rectangles of ``ax.bar``, ``DataFrame.plot.bar``, histograms)
+    the box ``box`` covers, each bar taken as far as it shows inside the panel ``panel``."""
+    covered = 0
+    for container in ax.containers:
+        if not isinstance(container, BarContainer):
+            continue
+        for bar in container.patches:
+            if not bar.get_visible():
+                continue
+            shown = Bbox.intersection(bar.get_window_extent(renderer), panel)
+            if shown is None or shown.width < 1 or shown.height < 1:
+                continue
+            overlap = Bbox.intersection(shown, box)
+            if overlap is not None and overlap.width >= 1 and overlap.height >= 1:
+                covered += 1
+    return covered
+
+
 def legends_over_data(fig: Figure, renderer=None) -> list[str]:
-    """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points".
-    ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
+    """Panels whose legend (inside the panel) covers plotted points or bars: "<panel title>: n points"
+    (or "n bars"). ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
     renderer = renderer or _renderer(fig)
     problems = []
     for ax in fig.axes:
@@ -107,6 +128,9 @@ def legends_over_data(fig: Figure, renderer=None) -> list[str]:
         inside = (points[:, 0] > box.x0) & (points[:, 0] < box.x1) & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
         if inside.any():
             problems.append(f"{ax.get_title() or '(untitled panel)'}: legend over {int(inside.sum())} plotted points")
+        bars = _bars_under(ax, box, panel, renderer)
+        if bars:
+            problems.append(f"{ax.get_title() or '(untitled panel)'}: legend over {plural(bars, 'bar')}")
     return problems
 
 

@@ -61,6 +61,26 @@ def test_a_legend_over_the_lines_is_found_and_one_beside_them_is_not():
     plt.close(fig)
 
 
+def test_a_legend_over_bars_is_found():
+    # the fault of Fig. 12.1: the legend in the upper left corner covered the first seed's bars
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bars = pd.DataFrame({"as trained": [4.9, 5.0, 4.8], "renumbered": [5.1, 5.2, 5.0], "averaged": [5.3, 5.2, 5.2]},
+                        index=["seed 0", "seed 1", "seed 2"])
+    bars.plot.bar(ax=ax, rot=0)
+    ax.set_ylim(4.6, 5.4)  # (as Fig. 12.1: the tallest bars reach the top of the panel)
+    ax.legend(loc="upper left")
+    found = legends_over_data(fig)
+    assert len(found) == 1 and "legend over" in found[0] and "bar" in found[0] and "points" not in found[0]
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncols=3, borderaxespad=0)  # above the panel
+    assert not legends_over_data(fig)
+    ax.set_ylim(4.6, 8.0)  # or room above the bars
+    ax.legend(loc="upper left")
+    assert not legends_over_data(fig)
+    plt.close(fig)
+
+
 def test_a_figure_made_without_pyplot_is_checked():
     from matplotlib.figure import Figure
 
