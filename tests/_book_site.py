@@ -191,8 +191,13 @@ def chromium() -> Iterator:
 # What one page looks like once loaded and typeset; returned to Python as JSON.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
-const settle = (window.MathJax && MathJax.startup && MathJax.startup.promise)
+const typeset = (window.MathJax && MathJax.startup && MathJax.startup.promise)
   ? MathJax.startup.promise : Promise.resolve();
+// a lazily loaded image (the figures page's thumbnails) is asked for now, so that every image is read
+const lazy = [...document.querySelectorAll('img[loading="lazy"]')];
+lazy.forEach(i => { i.loading = 'eager'; });
+const settle = Promise.all([typeset, ...lazy.map(i => i.complete ? null
+  : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }))]);
 Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
   const imgs = [...document.images];
   const mathEls = [...document.querySelectorAll('.math')];
