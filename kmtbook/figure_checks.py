@@ -8,6 +8,7 @@ the data from its lines and scatter points, in display coordinates after a draw.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -165,19 +166,25 @@ def shown_width(png_width: int, fig_dpi: float, saved_dpi: float, column: float 
     return min(float(column), png_width * fig_dpi / saved_dpi)
 
 
+@functools.cache
+def _math_parser():
+    """One mathtext parser for every measure (it caches what it has parsed)."""
+    from matplotlib.mathtext import MathTextParser
+
+    return MathTextParser("path")
+
+
 def drawn_size(text: Text) -> float:
     """The smallest size, in points, at which ``text`` draws a glyph: its font size, or for mathtext
     (``$...$``) the size of its smallest glyph, as matplotlib's mathtext parser lays it out (a sub- or
-    superscript is drawn at 0.7 of the size around it, a script of a script at 0.49). Not yet part of
-    :func:`text_sizes_on_page`, which reads font sizes: Fig. 2.1's scripts are under 9 px (issue 51),
-    and the figures of the other chapters have not been measured with it."""
+    superscript is drawn at 0.7 of the size around it, a script of a script at 0.49).
+    :func:`text_sizes_on_page` measures every text with it, so a script is checked as drawn."""
     size = float(text.get_fontsize())
     if text.get_usetex() or not text.get_parse_math():
         return size
     from matplotlib import cbook
-    from matplotlib.mathtext import MathTextParser
 
-    parser = MathTextParser("path")
+    parser = _math_parser()
     glyphs = []
     for line in text.get_text().split("\n"):  # (matplotlib lays out each line of a text on its own)
         if cbook.is_math_text(line):
@@ -187,12 +194,13 @@ def drawn_size(text: Text) -> float:
 
 def text_sizes_on_page(fig: Figure, png_width: int, saved_dpi: float,
                        column: float = PAGE_COLUMN_PX) -> list[tuple[float, str]]:
-    """Every text of the figure as (font size in CSS pixels on the page, the text), smallest first.
+    """Every text of the figure as (the height of its smallest glyph in CSS pixels on the page, the text),
+    smallest first: a mathtext script counts at the size it is drawn (:func:`drawn_size`).
 
-    A font of ``s`` points is ``s * saved_dpi / 72`` pixels tall in the PNG, which the page scales by
+    A glyph of ``s`` points is ``s * saved_dpi / 72`` pixels tall in the PNG, which the page scales by
     its shown width over ``png_width``."""
     scale = shown_width(png_width, fig.dpi, saved_dpi, column) / png_width
-    sizes = [(float(t.get_fontsize()) * saved_dpi / 72 * scale, t.get_text()) for t in texts(fig)]
+    sizes = [(drawn_size(t) * saved_dpi / 72 * scale, t.get_text()) for t in texts(fig)]
     return sorted(sizes, key=lambda size: size[0])
 
 

@@ -214,3 +214,22 @@ def test_save_figure_names_a_figure_with_unreadable_text(tmp_path):
     assert problem.startswith("fig-wide: smallest text")
     assert chapter.figure_text_px[0] < 9 <= chapter.figure_text_px[1]
     plt.close("all")
+
+
+def test_a_script_too_small_on_the_page_fails_the_text_check():
+    """A label at a readable font size whose subscript is drawn at 0.7 of it (6.3 px here) fails the
+    check Chapter.save_figure runs; the same label without the script passes."""
+    from kmtbook.figure_checks import small_text, text_sizes_on_page
+
+    fig, ax = plt.subplots(figsize=(5, 3), dpi=72)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    label = ax.set_title("$a$", fontsize=9)  # shown at its own size: 1 pt is 1 px
+    fig.canvas.draw()
+    assert small_text(fig, 360, 72) is None
+    label.set_text("$a_i$")
+    size, text = text_sizes_on_page(fig, 360, 72)[0]
+    assert text == "$a_i$" and size == pytest.approx(9 * 0.7, abs=0.05)
+    problem = small_text(fig, 360, 72)
+    assert problem is not None and "'$a_i$' is 6.3 px tall on the page" in problem
+    plt.close(fig)
