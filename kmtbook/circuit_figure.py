@@ -85,7 +85,7 @@ def token_parts(kind: str, scratch: bool, after: bool = False) -> list[tuple[str
 # at least 9 px tall on the page.
 WIDTH_IN, HEIGHT_IN = 9.6, 4.92
 SMALL = 10.0  # points: every label in words
-MATH = 14.0  # points: every text with a sub- or superscript
+MATH = 14.4  # points: every text with a sub- or superscript
 BAND_H = 2.24  # inches: the height of one sequence's band
 BLOCK_X, BLOCK_W, BLOCK_H = 2.2, 4.9, 0.62  # the blocks' left edge, width and height
 FORK_X, CROSS_X, PLUS_X, OUT_X, BAR_W = 1.7, 1.98, 7.48, 7.84, 0.36
@@ -218,7 +218,7 @@ def plot_layer_circuit(scratch: bool = True) -> Figure:
     # the labels of both cross-attentions under the point tokens (and under a one-part token's label)
     below_tokens = x_out_lo if scratch else x_residual - 0.42
     _cross_label(ax, CROSS_X - 0.08, below_tokens, "keys, values:", r"$\bar C^{(t)}$", "right")
-    cac_top, cac_keys_x = decoder_y + BAND_H - 0.36, BLOCK_X + BLOCK_W - 0.2
+    cac_top, cac_keys_x = decoder_y + BAND_H - 0.36, BLOCK_X + BLOCK_W - 0.1
     between = (encoder_y + decoder_y + BAND_H) / 2  # the gap between the two bands
     out_x = OUT_X + BAR_W / 2
     ax.plot([out_x, out_x, cac_keys_x, cac_keys_x], [x_out_lo, between, between, cac_top + 0.25],
