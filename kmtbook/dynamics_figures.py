@@ -111,7 +111,7 @@ def sweep_figure(
             if last:
                 ax.set_xlabel("training step")
         if counts[value]:
-            ax_loss.legend(fontsize=9, loc="best")
+            ax_loss.legend(fontsize=11, loc="best")  # d_{emb}: its script at 0.7, 9 px on the page
     same_limits(columns[0] + columns[1], "x")
     for column in columns:
         same_limits(column, "y")

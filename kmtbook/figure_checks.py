@@ -8,15 +8,18 @@ the data from its lines and scatter points, in display coordinates after a draw.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
 import numpy as np
 from matplotlib.collections import PathCollection
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 TEMPLATE_PLURAL = re.compile(r"\b[A-Za-z][\w-]*\((?:s|es)\)")
 """A word written for one and many at once: "model(s)", "task(s)"."""
@@ -26,6 +29,19 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` and the noun in the number it needs: ``plural(1, "model")`` is "1 model",
     ``plural(3, "model")`` "3 models"; ``nouns`` gives an irregular plural."""
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def counts_phrase(counts: dict[str, int], noun: str, nouns: str | None = None) -> str:
+    """The counts of named groups in words: ``counts_phrase({"width d": 10, "width d + k": 10}, "seed")``
+    is "10 seeds each" (not "10 and 10 seeds"), ``{"width d": 9, "width d + k": 10}`` gives
+    "9 seeds (width d) and 10 (width d + k)"."""
+    if not counts:
+        raise ValueError("counts is empty")
+    values = list(counts.values())
+    if len(set(values)) == 1:
+        return plural(values[0], noun, nouns) + (" each" if len(values) > 1 else "")
+    parts = [f"{plural(n, noun, nouns) if i == 0 else n} ({group})" for i, (group, n) in enumerate(counts.items())]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}"
 
 
 def texts(fig: Figure) -> Iterator[Text]:
@@ -77,9 +93,28 @@ def _renderer(fig: Figure):
     return fig.canvas.get_renderer()  # type: ignore[attr-defined]
 
 
+def _bars_under(ax, box, panel, renderer) -> int:
+    """How many of the axes' bars (the rectangles of ``ax.bar``, ``DataFrame.plot.bar``, histograms)
+    the box ``box`` covers, each bar taken as far as it shows inside the panel ``panel``."""
+    covered = 0
+    for container in ax.containers:
+        if not isinstance(container, BarContainer):
+            continue
+        for bar in container.patches:
+            if not bar.get_visible():
+                continue
+            shown = Bbox.intersection(bar.get_window_extent(renderer), panel)
+            if shown is None or shown.width < 1 or shown.height < 1:
+                continue
+            overlap = Bbox.intersection(shown, box)
+            if overlap is not None and overlap.width >= 1 and overlap.height >= 1:
+                covered += 1
+    return covered
+
+
 def legends_over_data(fig: Figure, renderer=None) -> list[str]:
-    """Panels whose legend (inside the panel) covers plotted points: "<panel title>: n points".
-    ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
+    """Panels whose legend (inside the panel) covers plotted points or bars: "<panel title>: n points"
+    (or "n bars"). ``renderer``: that of a draw of ``fig`` made just before (default: draw it now)."""
     renderer = renderer or _renderer(fig)
     problems = []
     for ax in fig.axes:
@@ -94,6 +129,9 @@ def legends_over_data(fig: Figure, renderer=None) -> list[str]:
         inside = (points[:, 0] > box.x0) & (points[:, 0] < box.x1) & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
         if inside.any():
             problems.append(f"{ax.get_title() or '(untitled panel)'}: legend over {int(inside.sum())} plotted points")
+        bars = _bars_under(ax, box, panel, renderer)
+        if bars:
+            problems.append(f"{ax.get_title() or '(untitled panel)'}: legend over {plural(bars, 'bar')}")
     return problems
 
 
@@ -128,14 +166,41 @@ def shown_width(png_width: int, fig_dpi: float, saved_dpi: float, column: float 
     return min(float(column), png_width * fig_dpi / saved_dpi)
 
 
+@functools.cache
+def _math_parser():
+    """One mathtext parser for every measure (it caches what it has parsed)."""
+    from matplotlib.mathtext import MathTextParser
+
+    return MathTextParser("path")
+
+
+def drawn_size(text: Text) -> float:
+    """The smallest size, in points, at which ``text`` draws a glyph: its font size, or for mathtext
+    (``$...$``) the size of its smallest glyph, as matplotlib's mathtext parser lays it out (a sub- or
+    superscript is drawn at 0.7 of the size around it, a script of a script at 0.49).
+    :func:`text_sizes_on_page` measures every text with it, so a script is checked as drawn."""
+    size = float(text.get_fontsize())
+    if text.get_usetex() or not text.get_parse_math():
+        return size
+    from matplotlib import cbook
+
+    parser = _math_parser()
+    glyphs = []
+    for line in text.get_text().split("\n"):  # (matplotlib lays out each line of a text on its own)
+        if cbook.is_math_text(line):
+            glyphs += parser.parse(line, dpi=72, prop=text.get_fontproperties()).glyphs
+    return min((float(glyph[1]) for glyph in glyphs), default=size)
+
+
 def text_sizes_on_page(fig: Figure, png_width: int, saved_dpi: float,
                        column: float = PAGE_COLUMN_PX) -> list[tuple[float, str]]:
-    """Every text of the figure as (font size in CSS pixels on the page, the text), smallest first.
+    """Every text of the figure as (the height of its smallest glyph in CSS pixels on the page, the text),
+    smallest first: a mathtext script counts at the size it is drawn (:func:`drawn_size`).
 
-    A font of ``s`` points is ``s * saved_dpi / 72`` pixels tall in the PNG, which the page scales by
+    A glyph of ``s`` points is ``s * saved_dpi / 72`` pixels tall in the PNG, which the page scales by
     its shown width over ``png_width``."""
     scale = shown_width(png_width, fig.dpi, saved_dpi, column) / png_width
-    sizes = [(float(t.get_fontsize()) * saved_dpi / 72 * scale, t.get_text()) for t in texts(fig)]
+    sizes = [(drawn_size(t) * saved_dpi / 72 * scale, t.get_text()) for t in texts(fig)]
     return sorted(sizes, key=lambda size: size[0])
 
 

@@ -21,7 +21,8 @@ REPRODUCES: dict[str, str] = {
     "fig-lloyd-trajectory": BEYOND,
     "fig-seeding": BEYOND,
     # 02: Theorem 2.1
-    "fig-layer-circuit": "the circuit of the paper's overview figure (its panel B; the number 1 is not certain)",
+    "fig-layer-circuit": ("the circuit of the paper's overview figure (probably its Fig. 1, panel B; "
+                          "the figure's number is not certain)"),
     "fig-theorem21-weights": BEYOND,
     "fig-empty-and-tie": BEYOND,
     "fig-numerical-validation": "Fig. 3",

@@ -399,3 +399,20 @@ def defaults_summary(runs: pd.DataFrame) -> pd.DataFrame:
 def geometric_mean_ratio(summary: pd.DataFrame, method: str = "learned (default)") -> float:
     """The geometric mean over data sets of one method's mean inertia ratio (the goal: at most 1.00)."""
     return float(np.exp(np.log(summary.xs(method, level="method").ratio.to_numpy()).mean()))
+
+
+GOAL_GMEAN, GOAL_LARGEST = 1.00, 1.05
+"""The learned default's goal against ``KMeans()``: a geometric mean of the mean ratios at most
+1.00 and no data set's mean ratio above 1.05."""
+
+
+def defaults_goal(gmean: float, largest: float, largest_set: str) -> str:
+    """The sentence that says whether the goal (:data:`GOAL_GMEAN`, :data:`GOAL_LARGEST`) is met, and
+    where it is not, which half failed and by how much, so that no half met reads as the whole missed."""
+    goal = f"The goal (a geometric mean at most {GOAL_GMEAN:.2f}, no data set above {GOAL_LARGEST:.2f})"
+    misses = ([f"the geometric mean, {gmean:.3f}, is above {GOAL_GMEAN:.2f}"] if gmean > GOAL_GMEAN else []) + (
+        [f"{largest_set}'s mean ratio, {largest:.3f}, is above {GOAL_LARGEST:.2f}"] if largest > GOAL_LARGEST else [])
+    if not misses:
+        return f"{goal} is met."
+    held = "; the other half is met" if len(misses) == 1 else ""
+    return f"{goal} is not met on this run: {' and '.join(misses)}{held}."

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +98,35 @@ def shared(parts: Sequence[Any], compute: Callable[[], T], generator: torch.Gene
 def evaluate_seeds(models: Sequence[KMeansTransformer], X: Any, C0: Any, steps: int = 20, lloyd_empty: str = "random",
                    generator: torch.Generator | int | None = None, batch_size: int = 32,
                    dropout_seed: int | None = None):
-    """:func:`kmtlib.analysis.evaluate.evaluate_seeds`, computed once per book build for equal inputs."""
+    """:func:`kmtlib.analysis.evaluate.evaluate_seeds`, computed once per book build for equal inputs.
+
+    The layers' warnings of points outside their training domain
+    (:class:`kmtlib.OutsideTrainingDomainWarning`) are filed with the result and raised again at the
+    caller's line each time it is returned, so that a chapter that reads a filed result is told
+    what the one that computed it was told (and can catch it: :mod:`kmtbook.domain_notes`)."""
     import kmtlib
     from kmtlib.analysis.evaluate import evaluate_seeds as compute
 
     models = list(models)
-    parts = ("evaluate_seeds", kmtlib.__version__, models, X, C0, steps, lloyd_empty,
+    parts = ("evaluate_seeds", "with the domain warnings", kmtlib.__version__, models, X, C0, steps, lloyd_empty,
              generator if not isinstance(generator, torch.Generator) else None, batch_size, dropout_seed)
     g = generator if isinstance(generator, torch.Generator) else None
-    return shared(parts, lambda: compute(models, X, C0, steps, lloyd_empty, generator, batch_size, dropout_seed), g)
+    summary, said = shared(
+        parts, lambda: _with_domain_warnings(lambda: compute(models, X, C0, steps, lloyd_empty, generator,
+                                                             batch_size, dropout_seed)), g)
+    for message in said:
+        warnings.warn(message, kmtlib.OutsideTrainingDomainWarning, stacklevel=2)
+    return summary
+
+
+def _with_domain_warnings(compute: Callable[[], T]) -> tuple[T, tuple[str, ...]]:
+    """``compute()`` and the messages of the domain warnings it raised (caught, every one); other
+    warnings pass on as raised."""
+    from .domain_notes import expected_domain_warnings
+
+    with expected_domain_warnings() as said:
+        value = compute()
+    return value, tuple(said)
 
 
 DROPOUT_REPEATS = 4

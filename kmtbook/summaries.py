@@ -78,3 +78,13 @@ def wrap_lines(*parts: object, width: int = PRINT_WIDTH, sep: str = " ") -> str:
         indent = " " * (len(line) - len(line.lstrip()) + 2)
         out.append(textwrap.fill(line, width, subsequent_indent=indent) if len(line) > width else line)
     return "\n".join(out)
+
+
+def one_header_row(table):
+    """``table`` (a DataFrame) with the name of its row labels in its one header row: pandas writes
+    the index's name in a second header row under the column names, so a reader sees two label rows
+    above the table. A row index of several levels keeps its first level as the row labels and the
+    others as columns."""
+    if table.index.nlevels > 1:
+        table = table.reset_index(level=list(range(1, table.index.nlevels)))
+    return table.rename_axis(index=None, columns=table.index.name)

@@ -35,4 +35,12 @@ def targets_line(counts: dict[str, int]) -> str:
     return f"{counts['met']} met, {counts['missed']} missed, {counts['not_judged']} not judged (of {total} rows)"
 
 
-__all__ = ["STATUSES", "target_counts", "targets_line"]
+def targets_phrase(counts: dict[str, int]) -> str:
+    """``"3 targets met, 2 missed and 22 not judged"``: the counts of :func:`target_counts` as a
+    clause of a sentence (the index's results table), every count named, the noun in its number."""
+    from .figure_checks import plural
+
+    return f"{plural(counts['met'], 'target')} met, {counts['missed']} missed and {counts['not_judged']} not judged"
+
+
+__all__ = ["STATUSES", "target_counts", "targets_line", "targets_phrase"]

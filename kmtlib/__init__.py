@@ -64,7 +64,7 @@ from .constructions import load_theorem_weights, theorem_config
 from .theorems import theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding
 from .io.model_file import ModelFileError, load_model
-from .transformer import KMeansTransformer, whole_pass
+from .transformer import KMeansTransformer, OutsideTrainingDomainWarning, whole_pass
 
 # The learned layer's training loss and multi-step evaluation.
 from .analysis.evaluate import evaluate_multistep, evaluate_seeds
@@ -100,6 +100,7 @@ __all__ = [
     "ModelFileError",
     "NormAugmentedEmbedding",
     "OneHotEmbedding",
+    "OutsideTrainingDomainWarning",
     "TransformerKMeans",
     "__version__",
     "dot_scores",

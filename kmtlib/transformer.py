@@ -416,6 +416,11 @@ def task_spread_and_offset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return ((X - mean) ** 2).mean(dim=(1, 2)).sqrt(), ((mean[:, 0] - CENTRE) ** 2).mean(dim=-1).sqrt()
 
 
+class OutsideTrainingDomainWarning(UserWarning):
+    """The warning of a trained layer run on points outside its training domain (a ``UserWarning``,
+    of its own class so that a caller who expects it, and says so in words, can catch it alone)."""
+
+
 def warn_outside_training_domain(X: torch.Tensor, domain: TrainingDomain) -> None:
     """Warn (a UserWarning at the caller's line, naming the range) where the points X (B, n, d) of
     some task lie outside the trained layer's domain: shrunk, grown or shifted beyond its training
@@ -429,7 +434,7 @@ def warn_outside_training_domain(X: torch.Tensor, domain: TrainingDomain) -> Non
             f"coordinate and mean within {domain.offset:.3g} of the unit cube's middle ({domain.source}); these points "
             f"have {found}: its centres may end worse than where they started. Map the data into its domain first "
             f"(kmtlib.TransformerKMeans does: mean 0.5 per coordinate, total variance {TARGET_TOTAL_VARIANCE:g})",
-            UserWarning, stacklevel=_caller_level(),
+            OutsideTrainingDomainWarning, stacklevel=_caller_level(),
         )  # fmt: skip
 
 

@@ -191,8 +191,13 @@ def chromium() -> Iterator:
 # What one page looks like once loaded and typeset; returned to Python as JSON.
 PAGE_PROBE = r"""
 const done = arguments[arguments.length - 1];
-const settle = (window.MathJax && MathJax.startup && MathJax.startup.promise)
+const typeset = (window.MathJax && MathJax.startup && MathJax.startup.promise)
   ? MathJax.startup.promise : Promise.resolve();
+// a lazily loaded image (the figures page's thumbnails) is asked for now, so that every image is read
+const lazy = [...document.querySelectorAll('img[loading="lazy"]')];
+lazy.forEach(i => { i.loading = 'eager'; });
+const settle = Promise.all([typeset, ...lazy.map(i => i.complete ? null
+  : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }))]);
 Promise.race([settle, new Promise(r => setTimeout(r, 30000))]).then(() => {
   const imgs = [...document.images];
   const mathEls = [...document.querySelectorAll('.math')];
@@ -380,15 +385,50 @@ const outputs = [...main.querySelectorAll('div.cell_output pre')].filter(p => p.
             ownScroll: o === 'auto' || o === 'scroll',
             pastColumn: box.right > column.right + 1};
   });
-const figures = [...main.querySelectorAll('figure img')].filter(i => i.naturalHeight > 0).map(i => ({
-  id: (i.closest('figure') || {}).id || '', aspect: i.naturalWidth / i.naturalHeight,
-  width: Math.round(i.getBoundingClientRect().width)}));
+const figures = [...main.querySelectorAll('figure img')].filter(i => i.naturalHeight > 0).map(i => {
+  // a wide figure's box of its own (kmtbook.sphinx_ext.assets.wide_figure_box) and the line above it
+  const box = i.closest('.kmt-scroll'), cue = (i.closest('figure') || main).querySelector('.kmt-scroll-cue');
+  return {id: (i.closest('figure') || {}).id || '', aspect: i.naturalWidth / i.naturalHeight,
+          width: Math.round(i.getBoundingClientRect().width),
+          box: box ? {scrolls: box.scrollWidth > box.clientWidth + 1, tabindex: box.getAttribute('tabindex'),
+                      name: box.getAttribute('aria-label') || ''} : null,
+          cueShown: !!cue && cue.getBoundingClientRect().height > 0};
+});
 return {tables: tables, brokenWords: broken, figures: figures, outputs: outputs,
         gallery: [...main.querySelectorAll('.kmt-gallery-grid')]
           .map(g => g.querySelectorAll('.kmt-gallery-card').length),
         pageHeight: document.body.scrollHeight,
         pageScrollsSideways: document.documentElement.scrollWidth > document.documentElement.clientWidth + 1};
 """
+
+
+# The page and every resource it loads, once every lazy image has come into view: bytes and counts;
+# ``own``: the page and what it loads for itself, without the theme's files that every page shares
+# (``_static/``, the search index: loaded once and cached).
+WEIGHT_PROBE = r"""
+const done = arguments[arguments.length - 1];
+const total = () => {
+  const nav = performance.getEntriesByType('navigation')[0], res = performance.getEntriesByType('resource');
+  const size = r => r.transferSize || r.encodedBodySize || 0;
+  const own = res.filter(r => !/\/_static\/|\/searchindex\.js/.test(r.name));
+  return {bytes: size(nav) + res.reduce((a, r) => a + size(r), 0), resources: res.length,
+          own: size(nav) + own.reduce((a, r) => a + size(r), 0),
+          images: res.filter(r => r.initiatorType === 'img').length};
+};
+const step = y => {
+  if (y > document.body.scrollHeight) { setTimeout(() => done(total()), 1500); return; }
+  window.scrollTo(0, y); setTimeout(() => step(y + 500), 100);
+};
+setTimeout(() => step(0), 1000);
+"""
+
+
+def page_weight(driver, url: str) -> dict:
+    """Load ``url``, scroll through it (a lazy image loads near the window) and return the bytes of the
+    page and of every resource it loaded (``bytes``; ``own``: without the theme's shared files), and
+    how many resources and images."""
+    driver.get(url)
+    return driver.execute_async_script(WEIGHT_PROBE)
 
 
 def layout(driver, url: str) -> dict:

@@ -222,6 +222,15 @@ def check_07(m: Metrics) -> None:
     # In its own training setting the shipped model beats Lloyd after 20 steps.
     assert m["normal_n512_random_model_median"][-1] < m["normal_n512_random_lloyd_median"][-1] - 0.05
     assert len(m["gap_t20"]) == 10 and 1 <= m["wins"] <= 10
+    # The layer's warning of tasks outside its training domain is caught and said in words beside the
+    # number: the settings that raised it, measured outside the training spread, are named in the note.
+    assert "cauchy_n512_random" in m["outside_domain_settings"]  # (min-max scaled Cauchy tasks: Chapter 1)
+    for slug in m["outside_domain_settings"]:
+        low, high = m[f"{slug}_domain_spread_low"], m[f"{slug}_domain_spread_high"]
+        assert m[f"{slug}_domain_models_outside"] >= 1
+        assert high < m[f"{slug}_domain_trained_low"] or low > m[f"{slug}_domain_trained_high"] or \
+            m[f"{slug}_domain_offset"] > m[f"{slug}_domain_trained_offset"], slug
+        assert f"{low:.3f} to {high:.3f}" in m["outside_domain_note"]
 
 
 def _reference_lloyd_07() -> dict[tuple[str, int, str], tuple[float, ...]]:

@@ -58,3 +58,18 @@ def test_every_flag_of_the_book_helpers_is_checked_as_a_boolean(name):
     for value in ("False", 0, None):
         with pytest.raises(TypeError, match=rf"^{name} must be True or False"):
             HELPERS[name](value)
+
+
+def test_a_table_has_one_header_row():
+    # chapter 02's tables showed the index's name in a second label row under the column names
+    import pandas as pd
+
+    from kmtbook.summaries import one_header_row
+
+    plain = pd.DataFrame({"a": [1, 2]}, index=["x", "y"]).rename_axis("model")
+    assert plain.to_html().count("<tr") - 2 == 2  # (two header rows before)
+    shown = one_header_row(plain).to_html()
+    assert shown.count("<tr") - 2 == 1 and "<th>model</th>" in shown
+    rows = pd.DataFrame({"case": ["e", "t"], "method": ["m", "m"], "c": [1, 2]}).set_index(["case", "method"])
+    shown = one_header_row(rows).to_html()
+    assert shown.count("<tr") - 2 == 1 and "<th>case</th>" in shown and "<th>method</th>" in shown

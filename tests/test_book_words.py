@@ -22,6 +22,22 @@ def test_the_check_finds_project_words():
     assert not PROJECT_WORDS.search(r"\bar X^{(0)} and perm.plot.bar(ax=ax) and the bars to the right")
 
 
+def test_no_page_writes_a_template_plural():
+    # "0 run(s)" (ch08), "1 thread(s)" (ch11): a printed count says its noun in the number it needs
+    # (kmtbook.figure_checks.plural); "(s)" after a space is a unit, seconds, and stays.
+    from kmtbook.figure_checks import TEMPLATE_PLURAL
+
+    cell = re.compile(r"^```\{code-cell\}.*?^```$", re.S | re.M)
+    strings = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'")  # in a code cell, what it prints: its strings, not set(s)
+    inline = re.compile(r"`[^`\n]*`")  # in the prose, a name in backticks (model.layer.manual_seed(s)) is code
+    found = {}
+    for p in PAGES:
+        text = p.read_text(encoding="utf-8")
+        said = [inline.sub("", cell.sub("", text))] + [s for c in cell.findall(text) for s in strings.findall(c)]
+        found[p.name] = [hit for s in said for hit in TEMPLATE_PLURAL.findall(s)]
+    assert not {name: hits for name, hits in found.items() if hits}
+
+
 @pytest.mark.parametrize(
     "page",
     [

@@ -101,6 +101,35 @@ def test_the_figure_is_wide_and_its_text_readable_on_the_page(scratch, tmp_path)
     matplotlib.pyplot.close(fig)
 
 
+def test_mathtext_scripts_are_measured_at_the_size_they_are_drawn():
+    from matplotlib.figure import Figure
+
+    from kmtbook.figure_checks import drawn_size
+
+    ax = Figure().add_subplot()
+    assert drawn_size(ax.text(0, 0, "plain", fontsize=10)) == 10
+    assert drawn_size(ax.text(0, 0, r"$Q_1 = K_1$", fontsize=10)) == pytest.approx(7.0)  # a script: 0.7
+    assert drawn_size(ax.text(0, 0, "k scratch:\n" + r"$e_{a_i}$", fontsize=10)) == pytest.approx(4.9)  # 0.7 * 0.7
+    assert drawn_size(ax.text(0, 0, r"costs $5 or $6", fontsize=10, parse_math=False)) == 10
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_every_script_of_the_circuit_is_readable_on_the_page(scratch, tmp_path):
+    """Every glyph of the figure, the mathtext scripts included (figure_checks.drawn_size), is at least
+    9 px tall where a 1280 px window shows the figure."""
+    from kmtbook.chapter import SAVED_DPI
+    from kmtbook.figure_checks import MIN_TEXT_PX, drawn_size, shown_width, texts
+
+    fig = _figure(scratch)
+    png = tmp_path / "circuit.png"
+    fig.savefig(png, dpi=SAVED_DPI, bbox_inches="tight")
+    width = int.from_bytes(png.read_bytes()[16:20], "big")
+    scale = shown_width(width, fig.dpi, SAVED_DPI) / width * SAVED_DPI / 72
+    small = sorted((drawn_size(t) * scale, t.get_text()) for t in texts(fig) if drawn_size(t) * scale < MIN_TEXT_PX)
+    matplotlib.pyplot.close(fig)
+    assert not small, small[:3]
+
+
 @pytest.mark.parametrize("scratch", [True, False])
 def test_the_closing_sentence_sits_under_the_frames(scratch):
     """The sentence under the circuit does not touch the dashed frames (no face) of the two sequences."""

@@ -9,12 +9,26 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from kmtbook.figure_checks import figure_problems, labels_outside_panels, legends_over_data, plural, template_plurals
+from kmtbook.figure_checks import (
+    counts_phrase,
+    figure_problems,
+    labels_outside_panels,
+    legends_over_data,
+    plural,
+    template_plurals,
+)
 
 
 def test_plural_says_the_number_in_words_that_agree():
     assert plural(1, "model") == "1 model" and plural(3, "model") == "3 models" and plural(0, "task") == "0 tasks"
     assert plural(2, "run", "runs") == "2 runs" and plural(2, "matrix", "matrices") == "2 matrices"
+
+
+def test_counts_of_groups_say_each_where_they_agree():
+    # (chapter 06 printed "medians over 10 and 10 seeds")
+    assert counts_phrase({"width d": 10, "width d + k": 10}, "seed") == "10 seeds each"
+    assert counts_phrase({"width d": 9, "width d + k": 10}, "seed") == "9 seeds (width d) and 10 (width d + k)"
+    assert counts_phrase({"a": 1}, "seed") == "1 seed"
 
 
 def test_template_plurals_are_found_in_titles_legends_and_labels():
@@ -42,6 +56,26 @@ def test_a_legend_over_the_lines_is_found_and_one_beside_them_is_not():
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.plot(x, x ** 4, label="a curve low on the left")
+    ax.legend(loc="upper left")
+    assert not legends_over_data(fig)
+    plt.close(fig)
+
+
+def test_a_legend_over_bars_is_found():
+    # the fault of Fig. 12.1: the legend in the upper left corner covered the first seed's bars
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bars = pd.DataFrame({"as trained": [4.9, 5.0, 4.8], "renumbered": [5.1, 5.2, 5.0], "averaged": [5.3, 5.2, 5.2]},
+                        index=["seed 0", "seed 1", "seed 2"])
+    bars.plot.bar(ax=ax, rot=0)
+    ax.set_ylim(4.6, 5.4)  # (as Fig. 12.1: the tallest bars reach the top of the panel)
+    ax.legend(loc="upper left")
+    found = legends_over_data(fig)
+    assert len(found) == 1 and "legend over" in found[0] and "bar" in found[0] and "points" not in found[0]
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncols=3, borderaxespad=0)  # above the panel
+    assert not legends_over_data(fig)
+    ax.set_ylim(4.6, 8.0)  # or room above the bars
     ax.legend(loc="upper left")
     assert not legends_over_data(fig)
     plt.close(fig)
@@ -180,3 +214,22 @@ def test_save_figure_names_a_figure_with_unreadable_text(tmp_path):
     assert problem.startswith("fig-wide: smallest text")
     assert chapter.figure_text_px[0] < 9 <= chapter.figure_text_px[1]
     plt.close("all")
+
+
+def test_a_script_too_small_on_the_page_fails_the_text_check():
+    """A label at a readable font size whose subscript is drawn at 0.7 of it (6.3 px here) fails the
+    check Chapter.save_figure runs; the same label without the script passes."""
+    from kmtbook.figure_checks import small_text, text_sizes_on_page
+
+    fig, ax = plt.subplots(figsize=(5, 3), dpi=72)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    label = ax.set_title("$a$", fontsize=9)  # shown at its own size: 1 pt is 1 px
+    fig.canvas.draw()
+    assert small_text(fig, 360, 72) is None
+    label.set_text("$a_i$")
+    size, text = text_sizes_on_page(fig, 360, 72)[0]
+    assert text == "$a_i$" and size == pytest.approx(9 * 0.7, abs=0.05)
+    problem = small_text(fig, 360, 72)
+    assert problem is not None and "'$a_i$' is 6.3 px tall on the page" in problem
+    plt.close(fig)

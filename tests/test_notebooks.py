@@ -12,7 +12,7 @@ import papermill as pm
 import pytest
 from _book_site import QUICK, run_chapter
 from chapter_cases import CASES
-from test_machine_paths import machine_paths_in_outputs
+from test_machine_paths import machine_paths_in_outputs, stderr_outputs
 
 from kmtbook.chapter_specs import SPECS
 from kmtbook.reference_metrics import check_metrics, drift_report
@@ -98,8 +98,11 @@ def test_chapter_runs_and_writes_metrics(name):
             assert f.is_file() and f.stat().st_size > 1000, f"missing or empty figure file {f.name}"
         source = (BOOK / name).read_text()
         assert f"name: {label}" in source, f"{label} is saved but has no labelled figure cell"
-    printed = machine_paths_in_outputs(json.loads((out / f"{Path(name).stem}.ipynb").read_text()))
+    executed = json.loads((out / f"{Path(name).stem}.ipynb").read_text())
+    printed = machine_paths_in_outputs(executed)
     assert not printed, f"the chapter prints absolute paths of this machine: {printed[:3]}"
+    raw = stderr_outputs(executed)
+    assert not raw, f"the chapter prints to stderr (catch what it expects, say it in words): {raw[:3]}"
     check(metrics)
     # The published numbers of the quick run held to the quick profile's reference (its own random
     # streams: on another device the draws differ, so only the CPU run is compared).

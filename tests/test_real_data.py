@@ -134,3 +134,14 @@ def test_synthetic_sets_are_fixed():
         assert a.name == name and np.array_equal(a.X, b.X) and a.n >= a.k > 1
     with pytest.raises(ValueError, match="unknown synthetic set"):
         synthetic_dataset("nope")
+
+
+def test_the_goal_sentence_says_which_half_is_missed():
+    # ("(goal: at most 1.00) ... The goal is not met" read as if the first half had failed)
+    from kmtbook.real_data import defaults_goal
+
+    assert defaults_goal(0.98, 1.03, "iris").endswith("is met.")
+    worst = defaults_goal(0.98, 1.08, "wine")
+    assert "not met on this run: wine's mean ratio, 1.080, is above 1.05; the other half is met." in worst
+    both = defaults_goal(1.004, 1.08, "wine")
+    assert "the geometric mean, 1.004, is above 1.00 and wine's" in both and "other half" not in both

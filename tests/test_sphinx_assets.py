@@ -118,3 +118,34 @@ def test_a_chapter_from_the_cache_offers_the_outputs_of_its_run(tmp_path):
     downloads.write_downloads(app)
     offered = nbformat.read(Path(app.outdir) / "_sources" / "01_demo.ipynb", as_version=4)
     assert offered.cells[0].outputs[0].text == "1\n"
+
+
+def test_a_wide_figure_scrolls_in_a_named_box_a_keyboard_can_focus(tmp_path):
+    # (on a phone, Figs. 5.2 and 5.3 showed at the width the notebook gave them, 1 081 and 933 px, in a
+    # box that scrolled with nothing saying so and no way for a keyboard to reach it)
+
+    from docutils import nodes
+    from PIL import Image
+
+
+    for name, size in (("wide.png", (1000, 300)), ("square.png", (400, 400))):
+        Image.new("RGB", size, "white").save(tmp_path / name)
+    doctree = nodes.document(None, None)
+    for label, name in (("fig-wide", "wide.png"), ("fig-square", "square.png")):
+        output = nodes.container()
+        output += nodes.image(uri=name, candidates={"*": name}, width="1081px")
+        doctree += nodes.figure("", output, ids=[label])
+    env = SimpleNamespace(toc_fignumbers={"05_training": {"figure": {"fig-wide": (5, 2), "fig-square": (5, 3)}}})
+    app = SimpleNamespace(env=env, srcdir=str(tmp_path))
+    assets.mark_tables(app, doctree, "05_training")
+    wide, square = doctree.findall(nodes.figure)
+    assert "kmt-wide-figure" in wide["classes"] and "kmt-wide-figure" not in square["classes"]
+    opening, image, closing = wide.children[0].children
+    assert isinstance(image, nodes.image) and closing.astext() == "</div>"
+    named = 'class="kmt-scroll" tabindex="0" role="region" aria-label="Fig. 5.2, in a box that scrolls'
+    assert named in opening.astext()
+    assert f">{assets.SCROLL_CUE}</p>" in opening.astext()
+    assert not list(square.findall(nodes.raw))
+    # the style sheet's 640 px wins over the width the notebook gave the image, on a phone only
+    phone = assets.CSS[assets.CSS.index("@media (max-width: 640px) {\n  .bd-article figure.kmt-wide-figure"):]
+    assert "width: 640px !important" in phone[: phone.index("}\n}")]

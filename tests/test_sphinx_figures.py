@@ -63,8 +63,9 @@ def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
         assert published.size[0] == 900 and published.size[1] > 300
         assert published.text["Credit"].startswith("Fig. 1.2, A book v9.9.9, CC BY 4.0, ")  # type: ignore[attr-defined]
     assert (tmp_path / "html" / "figures" / f"{LABEL}.pdf").read_bytes().startswith(b"%PDF")
-    with Image.open(tmp_path / "html" / "figures" / "thumbnails" / f"{LABEL}.png") as thumbnail:
+    with Image.open(tmp_path / "html" / "figures" / "thumbnails" / f"{LABEL}.webp") as thumbnail:
         assert thumbnail.size == (figures.THUMBNAIL_WIDTH, round(figures.THUMBNAIL_WIDTH / 3))  # the aspect kept
+        assert thumbnail.format == "WEBP"
     # files of another run: the image the page displays, and no PDF
     other = _app(tmp_path / "other", run="20260101T000000Z-2-000002")
     shown = other.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
@@ -81,13 +82,23 @@ def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp
     assert "figures/slides/01_kmeans_and_lloyd-figures.zip" in [r["refuri"] for r in heading.findall(nodes.reference)]
     (card,) = grid.children
     (thumbnail,) = card.findall(nodes.raw)
-    assert f'src="figures/thumbnails/{LABEL}.png"' in thumbnail.astext()
+    assert f'src="figures/thumbnails/{LABEL}.webp"' in thumbnail.astext()
+    # its place kept before it loads, and loaded only near the window (the page held 4.9 MB of thumbnails)
+    size = f'width="{figures.THUMBNAIL_WIDTH}" height="{round(figures.THUMBNAIL_WIDTH / 3)}"'
+    assert size in thumbnail.astext() and 'loading="lazy"' in thumbnail.astext()
     assert f'href="01_kmeans_and_lloyd.html#{LABEL}"' in thumbnail.astext()  # opens the figure in its chapter
     assert 'alt="Fig. 1.2: ' in thumbnail.astext()  # the caption, as the image's text
     number, files = (p.astext() for p in card.findall(nodes.paragraph))
     assert number == f"Fig. 1.2 {LABEL}" and files == "beyond the paper · PNG · PDF"
     refs = [ref["refuri"] for ref in gallery.findall(nodes.reference)]
     assert f"figures/{LABEL}.png" in refs and f"01_kmeans_and_lloyd.html#{LABEL}" in refs
+    assert "Interactive" not in gallery.astext()  # a still figure
+    # an animation or a slider (its page of its own beside the PNG): its still, and a link to that page
+    (tmp_path / "results" / f"{LABEL}.html").write_text("<html></html>")
+    (card,) = figures.figures_table(app, "index").children[1].children
+    assert "Interactive (the thumbnail is one frame): open it on a page of its own" in card.astext()
+    assert f"figures/{LABEL}.html" in [ref["refuri"] for ref in card.findall(nodes.reference)]
+    assert card.next_node(nodes.raw) is not None  # (with its still thumbnail)
     app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"] = []
     assert figures.figures_table(app, "index").astext() == "No labelled figures in this build."
 

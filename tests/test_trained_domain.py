@@ -40,6 +40,7 @@ def test_the_bare_trained_layer_warns_at_the_callers_line_on_data_shrunk_grown_o
         with pytest.warns(UserWarning, match="trained on tasks of spread") as said, torch.set_grad_enabled(not no_grad):
             warned = model(X, C0, steps=3)
         assert [w.filename for w in said] == [__file__], case
+        assert all(w.category is kmtlib.OutsideTrainingDomainWarning for w in said)  # a class of its own
     assert "documented range" in str(said[0].message)  # (the shipped file is of format 3: no recorded range)
     # a warning, never a change: the numbers of the same call without the check, bitwise
     domain, model.training_domain = model.training_domain, None

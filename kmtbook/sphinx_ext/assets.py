@@ -113,11 +113,17 @@ table.kmt-results td:last-child { width: 14%; }
   table.kmt-results td:nth-child(3)::before { content: "This build"; }
   table.kmt-results td:nth-child(4)::before { content: "Chapter"; }
 }
-/* a wide figure on a phone: shown at a readable width, it scrolls sideways in its own box */
+/* a wide figure on a phone: shown at the readable width of 640 px (over the width the notebook gave
+   the image inline), it scrolls sideways in its own box, which a keyboard can focus; a line above it
+   says so, and its right edge fades while there is more to see (kmtbook.sphinx_ext.assets.wide_figure_box) */
+.kmt-scroll-cue { display: none; }
 @media (max-width: 640px) {
-  .bd-article figure.kmt-wide-figure { overflow-x: auto; }
-  .bd-article figure.kmt-wide-figure img { max-width: none; width: 640px; height: auto; }
+  .bd-article figure.kmt-wide-figure .kmt-scroll { overflow-x: auto; position: relative;
+    background: linear-gradient(to left, rgba(127, 127, 127, 0.35), transparent 1.2rem) right / 1.2rem 100% no-repeat; }
+  .bd-article figure.kmt-wide-figure img { max-width: none; width: 640px !important; height: auto !important; }
+  .bd-article figure.kmt-wide-figure .kmt-scroll-cue { display: block; font-size: 0.85em; margin: 0 0 0.25rem; }
 }
+.bd-article .kmt-scroll:focus-visible { outline: 2px solid var(--pst-color-primary, #0a58ca); outline-offset: 2px; }
 /* the step-through animations (matplotlib's HTML): the frame scales to the column, the buttons wrap */
 .bd-article .animation { max-width: 100%; }
 .bd-article .animation img { max-width: 100%; height: auto; }
@@ -199,3 +205,29 @@ def mark_tables(app: Sphinx, doctree, docname: str) -> None:
         aspect = _png_aspect(shown) if shown else None
         if aspect is not None and aspect >= WIDE_FIGURE:
             figure["classes"].append("kmt-wide-figure")
+            wide_figure_box(app, figure, docname)
+
+
+SCROLL_CUE = "Scroll sideways to see the whole figure."
+"""The line above a wide figure where its box scrolls (on a phone; the style sheet hides it elsewhere)."""
+
+
+def wide_figure_box(app: Sphinx, figure, docname: str) -> None:
+    """Put a wide figure's image in a box of its own that scrolls sideways on a phone: a region a
+    keyboard can focus and scroll (``tabindex="0"``, named after the figure, so axe's
+    ``scrollable-region-focusable`` holds), with :data:`SCROLL_CUE` above it. (HTML only: another
+    builder drops the raw nodes and shows the figure as before.)"""
+    from html import escape
+
+    from docutils import nodes
+
+    image = figure.next_node(nodes.image)
+    if image is None or image.parent is None:
+        return
+    number = app.env.toc_fignumbers.get(docname, {}).get("figure", {}).get(figure["ids"][0] if figure["ids"] else "")
+    name = f"Fig. {'.'.join(map(str, number))}" if number else "The figure"
+    parent, at = image.parent, image.parent.index(image)
+    parent.insert(at + 1, nodes.raw("", "</div>", format="html"))
+    parent.insert(at, nodes.raw("", f'<p class="kmt-scroll-cue" aria-hidden="true">{escape(SCROLL_CUE)}</p>'
+                                    f'<div class="kmt-scroll" tabindex="0" role="region" '
+                                    f'aria-label="{escape(name)}, in a box that scrolls sideways">', format="html"))

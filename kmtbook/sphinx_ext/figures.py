@@ -77,25 +77,41 @@ def figure_target(app: Sphinx, label: str, suffix: str) -> str:
     return f"{app.config.kmt_figures_dir}/{label}{suffix}"
 
 
-THUMBNAIL_WIDTH = 480
-"""Width in pixels of a figure's thumbnail on the figures page (shown about 200 to 260 px wide, sharp on a
-screen of twice the density)."""
+THUMBNAIL_WIDTH = 400
+"""Width in pixels of a figure's thumbnail on the figures page: a card is shown 200 to 260 px wide (the
+gallery's grid in the content column), so this is at most twice the width shown, sharp on a screen of
+twice the density and no larger."""
+
+THUMBNAIL_QUALITY = 75
+"""WebP quality of a thumbnail: a chart's lines and text stay sharp at the size shown, at about a
+sixth of the bytes of the same thumbnail as PNG (the figures page holds one per figure of the book)."""
 
 
 def thumbnail_target(app: Sphinx, label: str) -> str:
-    return f"{app.config.kmt_figures_dir}/thumbnails/{label}.png"
+    return f"{app.config.kmt_figures_dir}/thumbnails/{label}.webp"
+
+
+def thumbnail_size(source: Path, width: int = THUMBNAIL_WIDTH) -> tuple[int, int]:
+    """The pixel size of the thumbnail of the PNG ``source`` (read from its header), for the image's
+    ``width`` and ``height`` attributes: the page keeps its place before the thumbnail loads."""
+    head = source.read_bytes()[:24]
+    w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if not head.startswith(b"\x89PNG") or not w or not h:
+        raise ValueError(f"{source} is not a readable PNG")
+    return (w, h) if w <= width else (width, max(1, round(h * width / w)))
 
 
 def write_thumbnail(source: Path, target: Path, width: int = THUMBNAIL_WIDTH) -> None:
-    """A small PNG of the figure ``source`` for the figures page: ``width`` pixels wide, its aspect kept."""
+    """A small WebP of the figure ``source`` for the figures page: ``width`` pixels wide (its aspect
+    kept; :func:`thumbnail_size`), quality :data:`THUMBNAIL_QUALITY`."""
     from PIL import Image
 
+    size = thumbnail_size(source, width)
     with Image.open(source) as opened:
         image = opened.convert("RGBA") if opened.mode not in ("RGB", "RGBA") else opened
-        height = max(1, round(image.height * width / image.width))
-        small = image.resize((width, height), Image.Resampling.LANCZOS) if image.width > width else image.copy()
+        small = image.resize(size, Image.Resampling.LANCZOS) if image.size != size else image.copy()
     target.parent.mkdir(parents=True, exist_ok=True)
-    small.save(target, optimize=True)
+    small.save(target, "WEBP", quality=THUMBNAIL_QUALITY, method=6)
 
 
 def copy_figures(app: Sphinx) -> None:
@@ -155,7 +171,8 @@ def _slides_link(app: Sphinx, fromdoc: str, docname: str) -> list[nodes.Node]:
                  relative_uri(app, fromdoc, slides_target(app, docname)))]
 
 
-def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, figure: dict, page_uri: str) -> nodes.raw:
+def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, figure: dict, page_uri: str,
+               png: Path | None = None) -> nodes.raw:
     """The figure's thumbnail, a link to the figure on its page; its text is the figure's text
     alternative, the same as on its page (its caption where the page gave it none)."""
     src = html_escape(relative_uri(app, fromdoc, thumbnail_target(app, label)), quote=True)
@@ -163,7 +180,26 @@ def _thumbnail(app: Sphinx, fromdoc: str, label: str, number: str, figure: dict,
     alt = html_escape(figure.get("alt") or f"{number}: {figure['caption']}", quote=True)
     title = html_escape(f"{number}: {figure['caption']}", quote=True)
     return nodes.raw("", f'<a href="{href}"><img src="{src}" alt="{alt}" title="{title}" '
-                         f'class="kmt-thumbnail"></a>', format="html")
+                         f'class="kmt-thumbnail"{_lazy_attributes(png)}></a>', format="html")
+
+
+def _lazy_attributes(png: Path | None) -> str:
+    """The thumbnail's size (its place kept before it loads) and ``loading="lazy"``: a reader who opens
+    the figures page loads the thumbnails near the window, not all of them."""
+    size = f' width="{thumbnail_size(png)[0]}" height="{thumbnail_size(png)[1]}"' if png is not None else ""
+    return f'{size} loading="lazy" decoding="async"'
+
+
+def _interactive_link(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.paragraph | None:
+    """For an animation or a figure under a slider: a line under its still thumbnail with a link to its
+    page of its own (``figures/<label>.html``, published beside the PNG); None for a still figure."""
+    if interactive_file(app, docname, figure) is None:
+        return None
+    line = nodes.paragraph(classes=["kmt-gallery-interactive"])
+    line += nodes.Text("Interactive (the thumbnail is one frame): ")
+    page = relative_uri(app, fromdoc, figure_target(app, figure["label"], ".html"))
+    line += link("open it on a page of its own", page)
+    return line
 
 
 def figure_number(app: Sphinx, docname: str, label: str) -> str:
@@ -195,7 +231,10 @@ def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.contai
     number = figure_number(app, docname, label)
     card = nodes.container(classes=["kmt-gallery-card"])
     if png is not None:
-        card += _thumbnail(app, fromdoc, label, number, figure, page_uri)
+        card += _thumbnail(app, fromdoc, label, number, figure, page_uri, png)
+    interactive = _interactive_link(app, fromdoc, docname, figure)
+    if interactive is not None:
+        card += interactive
     title = nodes.paragraph(classes=["kmt-gallery-number"])
     title += nodes.strong("", "", link(number, f"{page_uri}#{label}"))
     title += nodes.Text(" ")
