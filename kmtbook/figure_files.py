@@ -71,9 +71,10 @@ class PublishedFigure:
 
 
 def published_figure(citation: BookCitation, *, label: str, number: str, chapter: str, title: str,
-                     page: str) -> PublishedFigure:
-    """The credit of figure ``label`` (``number`` of ``chapter``, titled ``title``) at ``page`` (its path in
-    the HTML, ``book/05_training.html#fig-x``), as the build ``citation`` describes it."""
+                     page: str, alt: str = "") -> PublishedFigure:
+    """The credit of figure ``label`` (``number`` of ``chapter``, titled ``title``, described by its text
+    alternative ``alt``) at ``page`` (its path in the HTML, ``book/05_training.html#fig-x``), as the build
+    ``citation`` describes it."""
     from .citation import LICENCE_STATEMENT, LICENCE_TEXT_URL
 
     credit = FigureCredit(label=label, title=title,
@@ -81,7 +82,7 @@ def published_figure(citation: BookCitation, *, label: str, number: str, chapter
                           source=citation.where(page),
                           licence=f"{LICENCE_TEXT} ({LICENCE_TEXT_URL}): reuse it with this citation. "
                                   f"{LICENCE_STATEMENT}.",
-                          version=citation.version, commit=citation.commit)
+                          version=citation.version, commit=citation.commit, alt=alt)
     return PublishedFigure(credit=credit, number=number, chapter=chapter, book=citation.title.split(":")[0].strip())
 
 
@@ -221,6 +222,17 @@ def publish_figure_file(source: Path, target: Path, figure: PublishedFigure, aut
 
 
 # --------------------------------------------------------------------------- the set for slides
+
+
+def publish_figure_csv(source: Path, target: Path, figure: PublishedFigure, authors: str) -> None:
+    """Copy a figure's numbers (``<label>.csv``, :mod:`kmtbook.figure_data`) to ``target`` with the header
+    lines of the publishing build (its citation, version and address), not those of the run that drew it."""
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    body = [line for line in lines if not line.startswith("# ")]
+    lines = [f"{figure.number} of {figure.chapter}", *figure.credit.text_lines(authors)]
+    header = "".join(f"# {line}\n" for line in lines)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(header + "".join(body), encoding="utf-8")
 
 
 def citations_text(chapter: str, figures: Sequence[PublishedFigure]) -> str:

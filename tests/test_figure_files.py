@@ -191,3 +191,28 @@ def test_a_rebuild_under_another_version_publishes_files_that_name_it(tmp_path, 
     with zipfile.ZipFile(figures / "slides" / "01_kmeans_and_lloyd-figures.zip") as archive:
         assert f"v{version}" in archive.read(figure_files.CITATIONS_NAME).decode()
         assert Image.open(io.BytesIO(archive.read(f"{LABEL}.png"))).height == height
+
+
+def test_a_published_csv_carries_the_publishing_builds_citation_and_the_figures_alternative(tmp_path):
+    """The numbers of a figure (kmtbook.figure_data) are published with the header of the build that publishes
+    them: a run under 0.0.1 published by a build of 9.9.9 names 9.9.9, its number and its alternative; the
+    numbers themselves pass unchanged."""
+    from kmtbook.figure_data import write_figure_csv
+
+    old = credit(read_citation(ROOT, "0.0.1", None, {}), "01_kmeans_and_lloyd", LABEL, "Lloyd's trajectory.")
+    (tmp_path / "run").mkdir()
+    drawn = write_figure_csv(tmp_path / "run" / f"{LABEL}.csv", {"step": [0, 1], "objective": [3.5, 1.25]},
+                             old.text_lines("Someone"))
+    citation = read_citation(ROOT, "9.9.9", SITE, {})
+    figure = figure_files.published_figure(citation, label=LABEL, number="Fig. 1.2", chapter="Chapter 1",
+                                           title="Ten iterations", page=f"book/01_kmeans_and_lloyd.html#{LABEL}",
+                                           alt="Line chart of the objective against the step.")
+    target = tmp_path / "figures" / f"{LABEL}.csv"
+    figure_files.publish_figure_csv(drawn, target, figure, "kmt-book contributors")
+    text = target.read_text(encoding="utf-8")
+    header = [line for line in text.splitlines() if line.startswith("# ")]
+    assert header[0] == "# Fig. 1.2 of Chapter 1"
+    assert "# What it shows: Line chart of the objective against the step." in header
+    assert any("Version 9.9.9" in line for line in header) and not any("0.0.1" in line for line in header)
+    assert [line for line in text.splitlines() if not line.startswith("# ")] == \
+        [line for line in drawn.read_text(encoding="utf-8").splitlines() if not line.startswith("# ")]

@@ -20,7 +20,13 @@ from sphinx.util import logging
 
 from ..chapter import find_repo_root
 from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
-from ..figure_files import PublishedFigure, publish_figure_file, published_figure, slide_set
+from ..figure_files import (
+    PublishedFigure,
+    publish_figure_csv,
+    publish_figure_file,
+    published_figure,
+    slide_set,
+)
 from ..figure_metadata import caption_title
 from ..paper_figures import reproduces
 from .pages import (
@@ -132,7 +138,8 @@ def copy_figures(app: Sphinx) -> None:
                 shutil.copyfile(moving, out / figure_target(app, figure["label"], ".html"))
             table = data_file(app, docname, figure)
             if table is not None:  # the numbers it plots: figures/<label>.csv
-                shutil.copyfile(table, out / figure_target(app, figure["label"], ".csv"))
+                publish_figure_csv(table, out / figure_target(app, figure["label"], ".csv"),
+                                   figure_file_credit(app, docname, figure), _citation(app).authors)
 
 
 def figure_file_credit(app: Sphinx, docname: str, figure: dict) -> PublishedFigure:
@@ -140,7 +147,7 @@ def figure_file_credit(app: Sphinx, docname: str, figure: dict) -> PublishedFigu
     label = figure["label"]
     return published_figure(_citation(app), label=label, number=figure_number(app, docname, label),
                              chapter=_locator(app, docname), title=caption_title(figure["caption"]) or label,
-                             page=app.builder.get_target_uri(docname) + f"#{label}")
+                             page=app.builder.get_target_uri(docname) + f"#{label}", alt=figure.get("alt") or "")
 
 
 def slides_target(app: Sphinx, docname: str) -> str:
