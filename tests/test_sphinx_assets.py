@@ -118,3 +118,21 @@ def test_a_chapter_from_the_cache_offers_the_outputs_of_its_run(tmp_path):
     downloads.write_downloads(app)
     offered = nbformat.read(Path(app.outdir) / "_sources" / "01_demo.ipynb", as_version=4)
     assert offered.cells[0].outputs[0].text == "1\n"
+
+
+def test_every_formula_carries_its_mathml_for_screen_readers():
+    """MathJax loads its assistive MathML with the page and keeps it on in its menu; MyST's setting of
+    the classes MathJax reads is kept, and a second call adds nothing."""
+    config = SimpleNamespace(mathjax3_config={"options": {"processHtmlClass": "math"}, "tex": {"tags": "ams"}})
+    assets.use_assistive_mathml(None, config)
+    assets.use_assistive_mathml(None, config)
+    assert config.mathjax3_config == {
+        "tex": {"tags": "ams"},
+        "loader": {"load": ["a11y/assistive-mml"]},
+        "options": {"processHtmlClass": "math", "menuOptions": {"settings": {"assistiveMml": True}}},
+    }
+    source = assets._mathjax_source()
+    assert source is not None and (source / f"{assets.ASSISTIVE_MML}.js").is_file(), "the component ships offline"
+    config = SimpleNamespace(mathjax3_config=None)
+    assets.use_assistive_mathml(None, config)
+    assert config.mathjax3_config["loader"]["load"] == ["a11y/assistive-mml"]
