@@ -546,8 +546,13 @@ def test_every_page_passes_axe_in_light_and_dark_mode(html, base, axe, width):
         for mode in ("light", "dark"):
             for name in names:
                 shown = a11y.show_mode(driver, base + name, mode)
-                assert shown["theme"] == mode and a11y.dark_background(shown["background"]) == (mode == "dark"), \
-                    f"{name} is not shown in {mode} mode: {shown}"
+                if shown["theme"] is None and name.startswith("figures/"):
+                    if mode == "dark":
+                        continue  # a figure's own page has no theme and one look: checked in the light pass
+                else:
+                    assert shown["theme"] == mode and \
+                        a11y.dark_background(shown["background"]) == (mode == "dark"), \
+                        f"{name} is not shown in {mode} mode: {shown}"
                 result = a11y.axe_violations(driver)
                 assert result["version"] == axe
                 for violation in result["violations"]:
