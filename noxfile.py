@@ -66,6 +66,12 @@ def tests(session: nox.Session, device: str) -> None:
     """Unit tests, papermill runs of every chapter (quick profile), and the browser check: a book built
     from those runs (execution off) read page by page in headless Chromium (tests/test_browser.py)."""
     env = _setup(session, device, "test")
+    # axe-core, which the browser test injects into every page (WCAG 2.0/2.1 A and AA), at the version
+    # tests/browser/package-lock.json pins; without npm the accessibility tests skip (fail under CI).
+    if shutil.which("npm"):
+        session.run("npm", "ci", "--prefix", "tests/browser", "--no-audit", "--no-fund", external=True)
+    else:
+        session.warn("npm not found: the accessibility tests will skip (they fail under CI)")
     session.run("python", "-m", "pytest", "-q", *session.posargs, env=env)
 
 

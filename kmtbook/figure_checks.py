@@ -1,23 +1,29 @@
 """Checks of a drawn figure that a reader would otherwise catch: template plurals, a legend over the
-data, a label outside its panel, text too small to read at the size the page shows the figure.
+data, a label outside its panel, text too small to read at the size the page shows the figure, and
+series that only a reader with full colour vision can tell apart.
 :meth:`kmtbook.chapter.Chapter.save_figure` runs them on every figure of the book.
 
 A figure's words are read from its text artists (titles, labels, tick labels, legends, annotations);
-the data from its lines and scatter points, in display coordinates after a draw.
+the data from its lines and scatter points, in display coordinates after a draw; its series from
+the entries of its legends (the lines, bars, bands and scatter points a legend names).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.collections import PathCollection
+from matplotlib.collections import Collection, PathCollection
+from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
@@ -217,8 +223,166 @@ def small_text(fig: Figure, png_width: int, saved_dpi: float, column: float = PA
             f"{minimum:g}; the figure is shown {shown:.0f} px wide)")
 
 
+# --------------------------------------------------------------------------- colour
+
+
+CVD_TYPES = ("deuteranomaly", "protanomaly", "tritanomaly")
+"""The colour-vision deficiencies simulated (Machado, Oliveira and Fernandes 2009, as colorspacious
+implements them), each at :data:`CVD_SEVERITY`: at 100 the anomalies are deuteranopia, protanopia and
+tritanopia, the strongest of each kind."""
+
+CVD_SEVERITY = 100
+
+MIN_COLOUR_DISTANCE = 10.0
+"""The smallest difference, in CAM02-UCS (colorspacious' ``deltaE``), between the colours of two series
+of one legend, with full colour vision and under each of :data:`CVD_TYPES`. One unit is about the
+smallest difference seen between two large patches side by side; a thin line or a small marker
+needs far more. The Okabe-Ito palette, drawn for colour-blind readers, passes it (its closest pair,
+orange and reddish purple, 11.0 apart under tritanopia); matplotlib's first four default colours fail
+it under deuteranopia (green and red, 5.2) and protanopia (orange and green, 1.6)."""
+
+
+@dataclass(frozen=True)
+class LegendEntry:
+    """One series as a legend shows it: its label, its colour (RGB, 0 to 1, over a white page) and its
+    look apart from colour (the kind of mark, line style, marker, fill and hatch)."""
+
+    label: str
+    colour: tuple[float, float, float] | None
+    look: tuple
+
+
+def _over_white(rgba) -> tuple[float, float, float] | None:
+    r, g, b, a = (float(x) for x in to_rgba(rgba))
+    if a == 0:
+        return None
+    return (r * a + 1 - a, g * a + 1 - a, b * a + 1 - a)
+
+
+def _line_entry(handle: Line2D) -> tuple[tuple[float, float, float] | None, tuple]:
+    style, marker = handle.get_linestyle(), str(handle.get_marker())
+    drawn = style not in ("None", "", " ")
+    has_marker = marker not in ("None", "", " ", "none")
+    face = handle.get_markerfacecolor()
+    filled = has_marker and not (isinstance(face, str) and face.lower() == "none")
+    colour = _over_white(handle.get_color()) if drawn else _over_white(
+        face if filled else handle.get_markeredgecolor())
+    return colour, ("line", style if drawn else None, marker if has_marker else None, filled)
+
+
+def _patch_entry(handle: Patch) -> tuple[tuple[float, float, float] | None, tuple]:
+    face = _over_white(handle.get_facecolor()) if handle.get_fill() else None
+    colour = face if face is not None else _over_white(handle.get_edgecolor())
+    return colour, ("patch", handle.get_hatch() or None, face is not None, handle.get_linestyle())
+
+
+def _collection_entry(handle: Collection) -> tuple[tuple[float, float, float] | None, tuple]:
+    faces, edges = handle.get_facecolor(), handle.get_edgecolor()
+    colour = _over_white(faces[0]) if len(faces) else None
+    if colour is None and len(edges):
+        colour = _over_white(edges[0])
+    paths = handle.get_paths() if isinstance(handle, PathCollection) else []
+    shape = tuple(np.round(np.asarray(paths[0].vertices, dtype=float), 2).ravel().tolist()) if paths else None
+    return colour, ("points", shape, colour is not None and len(faces) > 0, handle.get_hatch() or None)
+
+
+def legend_entries(legend: Legend) -> list[LegendEntry]:
+    """The entries of ``legend`` that name a series: a line, a patch (bar, band) or a collection (scatter)."""
+    entries = []
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        label = text.get_text().strip()
+        if not label or handle is None or not text.get_visible():
+            continue
+        if isinstance(handle, Line2D):
+            colour, look = _line_entry(handle)
+        elif isinstance(handle, Patch):
+            colour, look = _patch_entry(handle)
+        elif isinstance(handle, Collection):
+            colour, look = _collection_entry(handle)
+        else:
+            continue
+        entries.append(LegendEntry(label, colour, look))
+    return entries
+
+
+def simulate_cvd(rgb: tuple[float, float, float], cvd_type: str, severity: float = CVD_SEVERITY) -> np.ndarray:
+    """``rgb`` (sRGB, 0 to 1) as a reader with the colour-vision deficiency ``cvd_type`` sees it."""
+    from colorspacious import cspace_convert
+
+    space = {"name": "sRGB1+CVD", "cvd_type": cvd_type, "severity": severity}
+    return np.clip(cspace_convert(np.asarray(rgb, dtype=float), space, "sRGB1"), 0, 1)
+
+
+def colour_distances(a: tuple[float, float, float], b: tuple[float, float, float]) -> dict[str, float]:
+    """The CAM02-UCS difference of two colours with full colour vision (``"normal"``) and under each of
+    :data:`CVD_TYPES`."""
+    from colorspacious import deltaE
+
+    distances = {"normal": float(deltaE(a, b, input_space="sRGB1"))}
+    for cvd in CVD_TYPES:
+        distances[cvd] = float(deltaE(simulate_cvd(a, cvd), simulate_cvd(b, cvd), input_space="sRGB1"))
+    return distances
+
+
+def _direct_labels(fig: Figure) -> set[str]:
+    """Texts written in the panels (``ax.text``, ``ax.annotate``): a series labelled where it is drawn."""
+    return {t.get_text().strip() for ax in fig.axes for t in ax.texts if t.get_visible()}
+
+
+def _pair_problem(a: LegendEntry, b: LegendEntry, minimum: float) -> str | None:
+    """What keeps a reader from telling the colours of series ``a`` and ``b`` apart, in words; None if nothing.
+    Two series of one look (:func:`_one_look`) with distinct colours are reported there, not here."""
+    if a.colour is None or b.colour is None:
+        return None
+    distances = colour_distances(a.colour, b.colour)
+    if distances["normal"] < minimum:
+        if a.look == b.look:
+            return (f"{a.label!r} and {b.label!r} look alike (colours {distances['normal']:.1f} apart, "
+                    f"at least {minimum:g}; the same line, marker and fill)")
+        return None  # one colour on purpose: the series differ by their marks
+    worst = min(CVD_TYPES, key=lambda cvd: distances[cvd])
+    if distances[worst] < minimum:
+        return (f"{a.label!r} and {b.label!r}: colours {distances[worst]:.1f} apart under {worst} "
+                f"(at least {minimum:g}; {distances['normal']:.1f} with full colour vision)")
+    return None
+
+
+def _one_look(entries: list[LegendEntry], labelled: set[str]) -> list[list[str]]:
+    """Groups of two or more series of one legend that look the same but for their colour and are not
+    labelled where they are drawn: told apart by colour alone."""
+    groups: dict[tuple, list[str]] = {}
+    for entry in entries:
+        if entry.colour is not None and entry.label not in labelled:
+            groups.setdefault(entry.look, []).append(entry.label)
+    return [labels for labels in groups.values() if len(labels) > 1]
+
+
+def colour_only_series(fig: Figure, minimum: float = MIN_COLOUR_DISTANCE) -> list[str]:
+    """Series of one legend that a reader cannot tell apart: series told apart by colour alone (the
+    same line style, marker, fill and hatch, no direct label: one line per such group), and pairs of
+    colours under ``minimum`` apart with the same marks or under a colour-vision deficiency
+    (:data:`CVD_TYPES`: one line per pair). Each line starts with the panel's title (or "figure legend")."""
+    legends = [(ax.get_title() or "(untitled panel)", ax.get_legend()) for ax in fig.axes]
+    legends += [("figure legend", legend) for legend in fig.legends]
+    labelled = _direct_labels(fig)
+    problems = []
+    for where, legend in legends:
+        if not isinstance(legend, Legend) or not legend.get_visible():
+            continue
+        entries = legend_entries(legend)
+        for group in _one_look(entries, labelled):
+            names = [repr(label) for label in group]
+            problems.append(f"{where}: {', '.join(names[:-1])} and {names[-1]} differ by colour alone "
+                            "(add a line style, marker, hatch or direct label)")
+        for a, b in itertools.combinations(entries, 2):
+            problem = _pair_problem(a, b, minimum)
+            if problem:
+                problems.append(f"{where}: {problem}")
+    return problems
+
+
 def figure_problems(fig: Figure) -> list[str]:
     """Everything the checks above find, one line each (the figure is drawn once for all of them)."""
     renderer = _renderer(fig)
     return ([f"template plural in {t!r}" for t in template_plurals(fig)] + legends_over_data(fig, renderer)
-            + labels_outside_panels(fig, renderer))
+            + labels_outside_panels(fig, renderer) + colour_only_series(fig))

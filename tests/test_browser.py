@@ -5,10 +5,14 @@ executed, with the real configuration and extension; then every page is loaded f
 server and checked for broken images, missing figures, unresolved references, maths that did not
 render, resources fetched from the network and errors on the browser console. The figure files,
 the rerun box and the executed-notebook download of every chapter are checked too, and one
-downloaded notebook is run under papermill as it is.
+downloaded notebook is run under papermill as it is. axe-core (pinned in tests/browser/, installed by
+the nox tests session) checks every page against the WCAG 2.0/2.1 A and AA rules in the theme's light
+and dark modes, at 1 280 and 390 px; the formulas reach a screen reader as MathML; and the pages
+opened from disk log no error and name their version.
 
 Without Chromium (Debian: ``apt-get install chromium chromium-driver``) the browser tests skip,
-except under CI (``CI`` set), where they fail: CI must read the book.
+except under CI (``CI`` set), where they fail: CI must read the book. So do the axe-core tests
+without axe-core (``npm ci`` in tests/browser/).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import _accessibility as a11y
 import _book_site as site
 import pytest
 import yaml
@@ -501,3 +506,134 @@ def test_every_text_output_fits_its_box(html, base):
             problems += [f"{name}: the page is wider than the window at 390 px"] if seen["pageScrollsSideways"] else []
     assert counted, "no text output found at all: the probe is broken"
     assert not problems, f"{len(problems)} text outputs do not fit:\n" + "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- every reader: WCAG 2.1 AA
+
+
+@pytest.fixture(scope="module")
+def axe() -> str:
+    """axe-core's version, from the pinned copy the nox tests session installs (tests/browser/)."""
+    reason = a11y.axe_missing_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"the accessibility check must run in CI: {reason}")
+        pytest.skip(reason)
+    return a11y.pinned_axe_version()
+
+
+def _reader_pages(html: Path) -> list[str]:
+    """Every page a reader can open: the book's pages, the figures' own pages, search and index (the
+    root index.html only redirects to book/index.html)."""
+    pages = [str(p.relative_to(html)) for p in sorted(html.rglob("*.html"))]
+    return [p for p in pages if p != "index.html" and not p.startswith(("_static/", "_sources/"))]
+
+
+def _axe_report(found: dict[str, dict[str, list[str]]], pages: dict[str, set[str]], total: int) -> str:
+    """One paragraph per rule: its id, how many elements on how many pages, which pages, a few targets."""
+    lines = [f"{total} axe-core violations of WCAG 2.0/2.1 A and AA:"]
+    for rule in sorted(found):
+        where = sorted(pages[rule])
+        targets = [t for ts in found[rule].values() for t in ts]
+        lines.append(f"- {rule}: {len(targets)} elements on {len(where)} page(s) {where[:8]}; e.g. {targets[:3]}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_passes_axe_in_light_and_dark_mode(html, base, axe, width):
+    """axe-core finds no violation of the WCAG 2.0 and 2.1 rules of levels A and AA on any page, in the
+    theme's light mode and in its dark mode (the mode checked to be the one shown, by the page's
+    background), at a desktop's 1 280 px and at a phone's 390 px."""
+    names = _reader_pages(html)
+    assert "book/references.html" in names and any(n.startswith("book/0") for n in names)
+    found: dict[str, dict[str, list[str]]] = {}
+    pages: dict[str, set[str]] = {}
+    total = 0
+    with site.chromium() as driver:
+        if width == 390:
+            site.as_phone(driver)
+        for mode in ("light", "dark"):
+            for name in names:
+                shown = a11y.show_mode(driver, base + name, mode)
+                if shown["theme"] is None and name.startswith("figures/"):
+                    if mode == "dark":
+                        continue  # a figure's own page has no theme and one look: checked in the light pass
+                else:
+                    assert shown["theme"] == mode and \
+                        a11y.dark_background(shown["background"]) == (mode == "dark"), \
+                        f"{name} is not shown in {mode} mode: {shown}"
+                result = a11y.axe_violations(driver)
+                assert result["version"] == axe
+                for violation in result["violations"]:
+                    targets = [node["target"] for node in violation["nodes"]]
+                    total += len(targets)
+                    found.setdefault(violation["id"], {})[f"{name} ({mode})"] = targets
+                    pages.setdefault(violation["id"], set()).add(f"{name} ({mode})")
+    assert not found, f"at {width} px: " + _axe_report(found, pages, total)
+
+
+def test_every_formula_reaches_a_screen_reader(html, base):
+    """Each formula MathJax renders carries its MathML (MathJax's assistive MathML, loaded with the page
+    by its configuration, not left to its menu), and Chromium's accessibility tree, what a screen
+    reader is given, holds a MathML formula for every formula shown."""
+    from kmtbook.sphinx_ext.assets import ASSISTIVE_MML
+
+    checked = 0
+    with site.chromium() as driver:
+        for stem in site.chapter_stems()[:3]:
+            driver.get(base + _chapter_page(stem))
+            seen = driver.execute_async_script(r"""
+const done = arguments[arguments.length - 1];
+MathJax.startup.promise.then(() => {
+  const all = [...document.querySelectorAll('mjx-container')];
+  done({load: ((MathJax.config.loader || {}).load || []),
+        total: all.length,
+        withMathML: all.filter(c => c.querySelector(':scope > mjx-assistive-mml > math')).length,
+        shown: all.filter(c => c.checkVisibility({visibilityProperty: true})).length,
+        sample: (all.map(c => c.querySelector('mjx-assistive-mml > math')).find(m => m) || {}).outerHTML || ''});
+});""")
+            tree = driver.execute_cdp_cmd("Accessibility.getFullAXTree", {})["nodes"]
+            exposed = sum(1 for n in tree if n.get("role", {}).get("value") == "MathMLMath" and not n.get("ignored"))
+            assert ASSISTIVE_MML in seen["load"], f"{stem}: MathJax is not asked to load {ASSISTIVE_MML}"
+            assert seen["total"] and seen["withMathML"] == seen["total"], f"{stem}: formulas without MathML {seen}"
+            assert "<mi>" in seen["sample"] or "<mn>" in seen["sample"], seen["sample"]
+            assert exposed == seen["shown"], (f"{stem}: {seen['shown']} formulas shown, {exposed} in the "
+                                              "accessibility tree")
+            checked += seen["total"]
+    print(f"formulas with MathML for screen readers: {checked}")
+
+
+def test_pages_opened_from_disk_log_no_error_and_name_their_version(html):
+    """Opened from disk (file://, as the README says), no page logs an error on the browser console
+    (the theme's fetch of the version list, which file:// refuses, is not made), and the version menu
+    names this build's version and links to the same page of this build."""
+    import kmtlib
+    from kmtbook.citation import version_slot
+
+    version = version_slot(kmtlib.__version__, os.environ)
+    names = ["index.html", *_reader_pages(html)]
+    problems = []
+    with site.chromium() as driver:
+        for name in names:
+            driver.get((html / name).as_uri())
+            if name == "index.html":  # it sends the reader on to the book's first page
+                from selenium.webdriver.support.ui import WebDriverWait
+
+                WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("book/index.html")
+                                                and d.execute_script("return document.readyState") == "complete")
+            driver.execute_async_script(a11y.SETTLE, "")
+            menu = driver.execute_script(
+                "const b = document.querySelector('.version-switcher__button');"
+                "const links = [...document.querySelectorAll('.version-switcher__menu a')];"
+                "return {button: b ? b.innerText.trim() : null, location: location.href,"
+                "        links: links.map(a => [a.innerText.trim(), a.href])};")
+            errors = [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+            problems += [f"{name}: console error {message[:200]}" for message in errors]
+            if name.startswith("figures/"):
+                continue  # a figure's own page has no theme, hence no menu
+            here = menu["location"].split("#")[0]
+            if menu["button"] != version:
+                problems.append(f"{name}: the version menu shows {menu['button']!r}, not {version!r}")
+            if not menu["links"] or any(text != version or href != here for text, href in menu["links"]):
+                problems.append(f"{name}: the version menu lists {menu['links']}, not {version!r} at {here}")
+    assert not problems, "opened from disk:\n" + "\n".join(problems)

@@ -232,4 +232,89 @@ def test_a_script_too_small_on_the_page_fails_the_text_check():
     assert text == "$a_i$" and size == pytest.approx(9 * 0.7, abs=0.05)
     problem = small_text(fig, 360, 72)
     assert problem is not None and "'$a_i$' is 6.3 px tall on the page" in problem
+
+
+# --------------------------------------------------------------------------- colour
+
+
+def test_series_told_apart_by_colour_alone_are_found():
+    """Four solid lines in the default colours differ by colour alone; with a line style and a marker
+    each they do not, though two pairs of those colours still merge under a colour-vision deficiency
+    (green and red under deuteranopia, orange and green under protanopia)."""
+    from kmtbook.figure_checks import colour_only_series
+
+    fig, ax = plt.subplots()
+    for i in range(4):
+        ax.plot([0, 1], [i, i + 1], color=f"C{i}", label=f"series {i}")
+    ax.legend()
+    problems = colour_only_series(fig)
+    assert problems[0] == ("(untitled panel): 'series 0', 'series 1', 'series 2' and 'series 3' differ by colour "
+                           "alone (add a line style, marker, hatch or direct label)")
+    assert len(problems) == 3 and all(" apart under " in p for p in problems[1:])
+    for line, style, marker in zip(ax.get_lines(), ("-", "--", ":", "-."), "os^D"):
+        line.set_linestyle(style)
+        line.set_marker(marker)
+    ax.legend()
+    problems = colour_only_series(fig)
+    assert [p.split(":")[1].strip() for p in problems] == ["'series 1' and 'series 2'", "'series 2' and 'series 3'"]
+    assert "under protanomaly" in problems[0] and "under deuteranomaly" in problems[1]
+    plt.close(fig)
+
+
+def test_a_colour_blind_safe_palette_with_distinct_marks_passes():
+    """The Okabe-Ito colours of lines, bars, a hatched bar, points and a band, each with its own marks,
+    pass; so does one colour used twice with two line styles, and lines of one style labelled where they
+    are drawn."""
+    from kmtbook.figure_checks import colour_only_series, figure_problems
+
+    colours = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000", "#999999"]
+    fig, (ax, other) = plt.subplots(1, 2)
+    for i, (style, marker) in enumerate(zip(("-", "--", ":"), "os^")):
+        ax.plot([0, 1], [i, i + 1], style, marker=marker, color=colours[i], label=f"line {i}")
+    ax.bar([3], [1], color=colours[3], label="bar")
+    ax.bar([4], [1], color=colours[4], hatch="//", label="hatched bar")
+    ax.scatter([5], [1], color=colours[5], marker="v", label="points")
+    ax.fill_between([0, 1], [5, 5], [6, 6], color=colours[8], alpha=0.4, label="band")
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.1))
+    other.plot([0, 1], [0, 1], color="k", label="mean")
+    other.plot([0, 1], [0, 2], "--", color="k", label="median")
+    other.plot([0, 1], [1, 2], color=colours[0], label="random")
+    other.plot([0, 1], [2, 3], color=colours[1], label="k-means++")
+    other.text(0.2, 1.4, "random", fontsize=8)
+    other.text(0.2, 2.4, "k-means++", fontsize=8)
+    other.legend(loc="upper left", bbox_to_anchor=(0, -0.1))
+    assert colour_only_series(fig) == []
+    assert not figure_problems(fig)
+    plt.close(fig)
+
+
+def test_look_alike_series_and_a_figure_legend_are_checked():
+    from kmtbook.figure_checks import colour_distances, colour_only_series, simulate_cvd
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([0, 1], [0, 1], color="#1f77b4", label="trained layer")
+    b.plot([0, 1], [0, 1], color="#2077b5", label="Lloyd")
+    fig.legend()
+    problems = colour_only_series(fig)
+    assert any(p.startswith("figure legend: 'trained layer' and 'Lloyd' look alike") for p in problems), problems
+    plt.close(fig)
+    # the simulation itself: red and green, far apart with full colour vision, near under deuteranopia
+    red, green = (0.84, 0.15, 0.16), (0.17, 0.63, 0.17)
+    distances = colour_distances(red, green)
+    assert distances["normal"] > 40 and distances["deuteranomaly"] < 10
+    assert np.allclose(simulate_cvd((0.5, 0.5, 0.5), "deuteranomaly"), 0.5, atol=0.01), "greys stay grey"
+
+
+def test_save_figure_records_series_told_apart_by_colour_alone(tmp_path):
+    from kmtbook.chapter import Chapter
+
+    chapter = Chapter("01_kmeans_and_lloyd", device="cpu", seed=0, profile="quick", output_dir=str(tmp_path),
+                      sizes={})
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], color="C0", label="random starts")
+    ax.plot([0, 1], [1, 2], color="C1", label="k-means++ starts")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    chapter.save_figure(fig, "fig-demo")
+    assert chapter.figure_problems == ["fig-demo: (untitled panel): 'random starts' and 'k-means++ starts' differ "
+                                       "by colour alone (add a line style, marker, hatch or direct label)"]
     plt.close(fig)

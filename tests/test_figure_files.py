@@ -141,7 +141,8 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     (src / "01_kmeans_and_lloyd.md").write_text(
         "# Lloyd\n\n```text\nprofile=quick, device=cpu, seed=0; n=4; "
         f"output_dir={results}; run={RUN}\n```\n\n"
-        f"```{{figure}} shown.png\n:name: {LABEL}\n\nLloyd's trajectory. Two lines.\n```\n")
+        f"```{{figure}} shown.png\n:name: {LABEL}\n:alt: Line chart of a made-up objective against the step.\n\n"
+        "Lloyd's trajectory. Two lines.\n```\n")
     (src / "index.md").write_text("# Index\n\n```{toctree}\n:numbered:\n01_kmeans_and_lloyd\n```\n")
     return src, results
 

@@ -149,3 +149,21 @@ def test_a_wide_figure_scrolls_in_a_named_box_a_keyboard_can_focus(tmp_path):
     # the style sheet's 640 px wins over the width the notebook gave the image, on a phone only
     phone = assets.CSS[assets.CSS.index("@media (max-width: 640px) {\n  .bd-article figure.kmt-wide-figure"):]
     assert "width: 640px !important" in phone[: phone.index("}\n}")]
+
+
+def test_every_formula_carries_its_mathml_for_screen_readers():
+    """MathJax loads its assistive MathML with the page and keeps it on in its menu; MyST's setting of
+    the classes MathJax reads is kept, and a second call adds nothing."""
+    config = SimpleNamespace(mathjax3_config={"options": {"processHtmlClass": "math"}, "tex": {"tags": "ams"}})
+    assets.use_assistive_mathml(None, config)
+    assets.use_assistive_mathml(None, config)
+    assert config.mathjax3_config == {
+        "tex": {"tags": "ams"},
+        "loader": {"load": ["a11y/assistive-mml"]},
+        "options": {"processHtmlClass": "math", "menuOptions": {"settings": {"assistiveMml": True}}},
+    }
+    source = assets._mathjax_source()
+    assert source is not None and (source / f"{assets.ASSISTIVE_MML}.js").is_file(), "the component ships offline"
+    config = SimpleNamespace(mathjax3_config=None)
+    assets.use_assistive_mathml(None, config)
+    assert config.mathjax3_config["loader"]["load"] == ["a11y/assistive-mml"]

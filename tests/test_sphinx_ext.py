@@ -17,7 +17,7 @@ from docutils.parsers.rst import Parser
 from docutils.utils import new_document
 
 import kmtbook.sphinx_ext as ext
-from kmtbook.sphinx_ext import assets, downloads, figures, metrics, pages, rerun, versions
+from kmtbook.sphinx_ext import accessibility, assets, downloads, figures, metrics, pages, rerun, versions
 
 PACKAGE = Path(ext.__file__).parent
 RUN = "20260101T000000Z-1-000001"
@@ -36,8 +36,9 @@ def _sibling_imports(path: Path) -> set[str]:
 
 def test_each_part_is_a_short_module_and_the_parts_import_no_cycle():
     parts = {p.stem: _sibling_imports(p) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__init__"}
-    assert set(parts) == {"assets", "downloads", "figures", "metrics", "pages", "provenance", "references", "rerun",
-                          "versions"}
+    assert set(parts) == {"accessibility", "assets", "downloads", "figures", "gallery", "metrics", "pages",
+                          "printed",
+                          "provenance", "references", "rerun", "versions"}
     long = {p.name: n for p in PACKAGE.glob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert not long, f"split these modules (over 400 lines): {long}"
     assert not any("__init__" in imported for imported in parts.values()), parts
@@ -88,7 +89,11 @@ def test_setup_connects_every_part():
     for expected in [("config-inited", figures.set_book_url, 500), ("config-inited", versions.configure_switcher, 600),
                      ("config-inited", versions.configure_launch, 500),
                      ("config-inited", assets.use_local_mathjax, 500),
-                     ("builder-inited", assets.write_css, 500), ("env-purge-doc", pages.forget_page, 500),
+                     ("config-inited", assets.use_assistive_mathml, 500),
+                     ("config-inited", accessibility.use_book_templates, 500),
+                     ("builder-inited", assets.write_css, 500),
+                     ("builder-inited", versions.add_from_disk_script, 500),
+                     ("html-page-context", accessibility.fix_page_body, 500), ("env-purge-doc", pages.forget_page, 500),
                      ("env-merge-info", pages.merge_pages, 500), ("env-get-outdated", pages.outdated_pages, 500),
                      ("html-page-context", downloads.offer_notebook, 450),
                      ("html-page-context", assets.tidy_page, 900)]:
@@ -168,7 +173,7 @@ def test_read_page_records_title_figures_run_and_shipped_data(tmp_path):
         "title": "Demo chapter",
         "shipped": ["data/weights", "data/weights_any_k"],
         "figures": [{"label": "fig-lloyd-trajectory", "caption": "Lloyd's trajectory.",
-                     "image": str(tmp_path / "pic.png")}],
+                     "image": str(tmp_path / "pic.png"), "alt": ""}],
         "run": {"profile": "quick", "device": "cpu", "seed": "3", "sizes": "n=4, k=2",
                 "output_dir": "results/demo", "run": RUN},
         "chapter": True,

@@ -16,6 +16,7 @@ from PIL import Image
 
 from kmtbook.citation import read_citation
 from kmtbook.sphinx_ext import figures, provenance
+from kmtbook.sphinx_ext import gallery as gallery_page
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "20260101T000000Z-1-000001"
@@ -74,7 +75,7 @@ def test_a_figure_publishes_the_files_of_the_run_its_page_shows(tmp_path):
 
 def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp_path):
     app = _app(tmp_path)
-    gallery = figures.figures_table(app, "index")
+    gallery = gallery_page.figures_table(app, "index")
     assert "kmt-gallery" in gallery["classes"]
     heading, grid = gallery.children
     assert heading.astext() == ("1. Demo (quick profile, seed 3) · for slides: its figures with their credit lines "
@@ -95,12 +96,12 @@ def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp
     assert "Interactive" not in gallery.astext()  # a still figure
     # an animation or a slider (its page of its own beside the PNG): its still, and a link to that page
     (tmp_path / "results" / f"{LABEL}.html").write_text("<html></html>")
-    (card,) = figures.figures_table(app, "index").children[1].children
+    (card,) = gallery_page.figures_table(app, "index").children[1].children
     assert "Interactive (the thumbnail is one frame): open it on a page of its own" in card.astext()
     assert f"figures/{LABEL}.html" in [ref["refuri"] for ref in card.findall(nodes.reference)]
     assert card.next_node(nodes.raw) is not None  # (with its still thumbnail)
     app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"] = []
-    assert figures.figures_table(app, "index").astext() == "No labelled figures in this build."
+    assert gallery_page.figures_table(app, "index").astext() == "No labelled figures in this build."
 
 
 def test_every_figure_and_page_says_how_to_cite_it(tmp_path):
@@ -266,15 +267,18 @@ def test_a_figures_numbers_are_published_beside_the_png_and_linked(tmp_path):
     app = _app(tmp_path, url="https://readers.invalid/book/")
     figure = app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]
     assert figures.data_file(app, "01_kmeans_and_lloyd", figure) is None
-    assert "CSV" not in figures.figures_table(app, "index").astext()
+    assert "CSV" not in gallery_page.figures_table(app, "index").astext()
     assert "numbers" not in figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
     table = "# Figure fig-lloyd-trajectory: Lloyd's trajectory\npanel,series,x,y\nobjective,line 1,0.0,2.5\n"
     (tmp_path / "results" / f"{LABEL}.csv").write_text(table)
     figures.copy_figures(app)
-    assert (tmp_path / "html" / "figures" / f"{LABEL}.csv").read_text() == table
+    published = (tmp_path / "html" / "figures" / f"{LABEL}.csv").read_text()
+    # the numbers as the run wrote them, under the header of the build that publishes them (version 9.9.9)
+    assert published.endswith("panel,series,x,y\nobjective,line 1,0.0,2.5\n")
+    assert published.startswith("# Fig. 1.2 of Chapter 1") and "Version 9.9.9" in published
     line = figures._figure_citation(app, "01_kmeans_and_lloyd", figure).astext()
     assert f"the numbers it plots: https://readers.invalid/book/dev/figures/{LABEL}.csv" in line
-    gallery = figures.figures_table(app, "index")
+    gallery = gallery_page.figures_table(app, "index")
     assert f"figures/{LABEL}.csv" in [ref["refuri"] for ref in gallery.findall(nodes.reference)]
     assert list(gallery.findall(nodes.paragraph))[-1].astext() == "beyond the paper · PNG · PDF · data (CSV)"
     # a CSV of another run than the page shows is not this page's: not published, not linked
@@ -287,5 +291,5 @@ def test_a_figures_numbers_are_published_beside_the_png_and_linked(tmp_path):
 def test_the_gallery_shows_a_figure_by_its_text_alternative(tmp_path):
     app = _app(tmp_path)
     app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"][0]["alt"] = "Line chart of a falling objective."
-    (thumbnail,) = figures.figures_table(app, "index").findall(nodes.raw)
+    (thumbnail,) = gallery_page.figures_table(app, "index").findall(nodes.raw)
     assert 'alt="Line chart of a falling objective."' in thumbnail.astext()

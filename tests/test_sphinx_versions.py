@@ -87,3 +87,24 @@ def test_a_theme_without_a_switcher_gets_no_switcher_options():
     config = SimpleNamespace(html_baseurl="", html_theme="alabaster", html_theme_options={}, html_sidebars={})
     versions.configure_switcher(None, config)
     assert config.html_theme_options == {} and config.html_sidebars == {}
+
+
+def test_a_page_opened_from_disk_gets_this_builds_list_without_a_fetch(monkeypatch, tmp_path):
+    """The browser fetches nothing for a file:// page: every page loads kmt-versions.js, deferred, which
+    hands the theme this build's list as a data: address (the entry's address set in the browser to the
+    book's own folder); over HTTP(S) it changes nothing."""
+    config = _configured(monkeypatch, "", {})
+    config.kmt_site_url = ""
+    scripts = []
+    app = SimpleNamespace(config=config, outdir=str(tmp_path), builder=SimpleNamespace(format="html"),
+                          add_js_file=lambda name, **attributes: scripts.append((name, attributes)))
+    versions.add_from_disk_script(app)
+    assert scripts == [(versions.FROM_DISK_SCRIPT, {"defer": "defer"})]
+    script = (tmp_path / "_static" / versions.FROM_DISK_SCRIPT).read_text()
+    assert 'window.location.protocol !== "file:"' in script and "data:application/json" in script
+    assert json.dumps([{"name": "dev", "version": "dev", "url": "/"}]) in script
+    assert "@ENTRIES@" not in script and "fetch(" not in script
+    other = SimpleNamespace(config=SimpleNamespace(html_theme="alabaster"), builder=SimpleNamespace(format="html"),
+                            outdir=str(tmp_path / "other"), add_js_file=lambda *a, **k: scripts.append(a))
+    versions.add_from_disk_script(other)
+    assert len(scripts) == 1 and not (tmp_path / "other").exists()

@@ -4,7 +4,10 @@ Loaded by ``_config.yml`` (``sphinx: extra_extensions``). It works from what the
 has, so a new chapter needs no registration anywhere:
 
 * **Offline maths.** MathJax 3 is served from the book's own ``_static/mathjax/`` (copied from the
-  ``django-static-mathjax`` wheel), so pages render formulas without a network.
+  ``django-static-mathjax`` wheel), so pages render formulas without a network; every formula carries
+  its MathML for screen readers (MathJax's assistive MathML).
+* **Every reader.** The theme's buttons are named by what they show and the bibliography is a list
+  of list items (:mod:`.accessibility`), so that every page passes axe-core's WCAG 2.1 AA rules.
 * **Rerun box.** Every page with a cell tagged ``parameters`` gets a "Rerun this chapter" box
   right after its opening admonition: the chapter's parameters as a table (name, type and bounds,
   meaning, the value under each profile), read from the parameters cell (papermill's inspection)
@@ -18,7 +21,8 @@ has, so a new chapter needs no registration anywhere:
   is cited at its own folder of the site (``<site>/vX.Y.Z/`` or ``<site>/dev/``).
 * **Versions.** The theme's version switcher reads the site's list of versions (:mod:`.versions`;
   the list, the root redirect and the banner of an older release are written by
-  :mod:`kmtbook.publish` when the site is assembled).
+  :mod:`kmtbook.publish` when the site is assembled); a page opened from disk reads this build's
+  list from a script beside it, as the browser fetches nothing for a ``file://`` page.
 * **Executed notebook download.** Each chapter page offers the executed ``.ipynb`` (the one the
   build ran, ``parameters`` tag kept) through the theme's download button.
 * **Figure register.** Every labelled figure is collected with its chapter-qualified number and
@@ -42,8 +46,9 @@ has, so a new chapter needs no registration anywhere:
 One module per part, which :func:`setup` connects to Sphinx's events: :mod:`.pages` (the page
 register every part reads, the table placeholders, the data-aware cache), :mod:`.metrics`,
 :mod:`.rerun` (the rerun box and its parameter table), :mod:`.figures` (the figure register and the
-citations), :mod:`.downloads`, :mod:`.provenance`, :mod:`.references` and :mod:`.assets` (MathJax, the style sheet, the
-theme's page context). A part imports :mod:`.pages` (and :mod:`.provenance` also :mod:`.figures`),
+citations), :mod:`.downloads`, :mod:`.provenance`, :mod:`.references`, :mod:`.assets` (MathJax, the style sheet, the
+theme's page context) and :mod:`.accessibility` (the theme's buttons and the bibliography, named and
+marked up for a screen reader). A part imports :mod:`.pages` (and :mod:`.provenance` also :mod:`.figures`),
 never this package.
 """
 
@@ -54,18 +59,18 @@ from typing import Any
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from .assets import copy_mathjax, mark_tables, tidy_page, use_local_mathjax, write_css
+from .accessibility import fix_page_body, use_book_templates
+from .assets import copy_mathjax, mark_tables, tidy_page, use_assistive_mathml, use_local_mathjax, write_css
 from .downloads import offer_notebook, write_downloads
 from .figures import (
     add_citations,
     book_citation,
     copy_figures,
     figure_citation_example,
-    figures_table,
     set_book_url,
     write_cff,
-    write_slide_sets,
 )
+from .gallery import figures_table, write_slide_sets
 from .metrics import fill_metrics, format_metric, kmt_metric, metric_role
 from .pages import (
     forget_page,
@@ -80,7 +85,7 @@ from .printed import add_print_notes, offer_book_pdf, printed_book, write_print_
 from .provenance import environment_table, runs_table
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
-from .versions import configure_launch, configure_switcher, write_switcher
+from .versions import add_from_disk_script, configure_launch, configure_switcher, write_switcher
 
 # The public helpers of the parts (the tests and the READMEs' command checks use them), and the two
 # node classes under their old names, which pickled doctrees of earlier builds refer to.
@@ -148,8 +153,11 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", configure_switcher, priority=600)  # after set_book_url
     app.connect("config-inited", configure_launch)
     app.connect("config-inited", use_local_mathjax)
+    app.connect("config-inited", use_assistive_mathml)
+    app.connect("config-inited", use_book_templates)
     app.connect("builder-inited", write_css)
     app.connect("builder-inited", write_print_css)
+    app.connect("builder-inited", add_from_disk_script)
     app.connect("doctree-read", _doctree_read, priority=600)
     app.connect("env-purge-doc", forget_page)
     app.connect("env-merge-info", merge_pages)
@@ -159,5 +167,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("html-page-context", offer_notebook, priority=450)
     app.connect("html-page-context", offer_book_pdf, priority=520)  # after the theme's download menu (501)
     app.connect("html-page-context", tidy_page, priority=900)
+    app.connect("html-page-context", fix_page_body)
     app.connect("build-finished", _build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

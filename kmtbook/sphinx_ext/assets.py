@@ -1,5 +1,6 @@
-"""The files every page loads: MathJax 3 served from the book's own ``_static/`` (no network), the
-book's style sheet, and two fixes of the theme's page context."""
+"""The files every page loads: MathJax 3 served from the book's own ``_static/`` (no network), with
+its assistive MathML for screen readers, the book's style sheet, and two fixes of the theme's page
+context."""
 
 from __future__ import annotations
 
@@ -37,6 +38,25 @@ def use_local_mathjax(app: Sphinx, config) -> None:
                        "from the network; install the project's 'book' extra", type="kmt", subtype="mathjax")
         return
     config.mathjax_path = f"{MATHJAX_STATIC}/tex-mml-chtml.js"
+
+
+ASSISTIVE_MML = "a11y/assistive-mml"
+"""MathJax's component that puts each formula's MathML, hidden from sight, beside its rendering: what a
+screen reader reads (MathJax's own menu would load it later, and only if a reader's saved menu
+settings keep it on)."""
+
+
+def use_assistive_mathml(app: Sphinx, config) -> None:
+    """``mathjax3_config``: load :data:`ASSISTIVE_MML` with MathJax and keep it on in MathJax's menu;
+    the rest of the book's (and MyST's) MathJax configuration is kept."""
+    mathjax = dict(getattr(config, "mathjax3_config", None) or {})
+    loader = dict(mathjax.get("loader") or {})
+    loader["load"] = [*[c for c in loader.get("load") or [] if c != ASSISTIVE_MML], ASSISTIVE_MML]
+    options = dict(mathjax.get("options") or {})
+    menu = dict(options.get("menuOptions") or {})
+    menu["settings"] = {**(menu.get("settings") or {}), "assistiveMml": True}
+    options["menuOptions"] = menu
+    config.mathjax3_config = {**mathjax, "loader": loader, "options": options}
 
 
 def copy_mathjax(app: Sphinx) -> None:

@@ -9,6 +9,13 @@ site's address (``<site>/switcher.json``, the same host as the page); a build wi
 reads the copy beside its own pages, which the build writes listing itself. Either way the page asks
 the book's own server, never another one, and the build reads nothing from the network (the theme's
 check of the list at build time is off: the list describes the site, which the build cannot see).
+
+A page opened from disk (``file://``, as the README's path to the built book is) cannot fetch the list:
+the browser refuses every fetch of a ``file://`` page and logs the refusal as an error. So each page
+also loads ``_static/kmt-versions.js``, which holds this build's own entry: on a page opened from disk
+it hands the theme that list (a ``data:`` address, which the browser does fetch), with the entry's
+address set to the folder the page lies in, so that the menu names this build's version and links
+to its own pages; served over HTTP(S) it does nothing, and the theme reads the site's list as above.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from ..citation import REPOSITORY_URL_VARIABLE, version_slot
 from ..publish import DEV
 
 SWITCHER = "switcher.json"
+FROM_DISK_SCRIPT = "kmt-versions.js"  # under _static
 THEMES_WITH_SWITCHER = ("sphinx_book_theme", "pydata_sphinx_theme")
 
 
@@ -51,12 +59,49 @@ def configure_switcher(app: Sphinx, config) -> None:
                                        "sbt-sidebar-nav.html"]}
 
 
-def write_switcher(app: Sphinx) -> None:
-    """``switcher.json`` beside the pages, listing this build alone (the site's assembly replaces it)."""
+def _this_build(app: Sphinx) -> list[dict]:
+    """The version list of this build alone."""
     site = getattr(app.config, "kmt_site_url", "") or ""
     slot = _slot()
-    entry = {"name": slot, "version": slot, "url": f"{site}{slot}/" if site else "/"}
-    (Path(app.outdir) / SWITCHER).write_text(json.dumps([entry], indent=2) + "\n")
+    return [{"name": slot, "version": slot, "url": f"{site}{slot}/" if site else "/"}]
+
+
+def write_switcher(app: Sphinx) -> None:
+    """``switcher.json`` beside the pages, listing this build alone (the site's assembly replaces it)."""
+    (Path(app.outdir) / SWITCHER).write_text(json.dumps(_this_build(app), indent=2) + "\n")
+
+
+# This build's version list for a page opened from disk; ``@ENTRIES@`` is replaced by the JSON list.
+# It runs deferred, after the theme's inline settings and before the theme's own deferred script,
+# which fetches the list when the page is ready.
+FROM_DISK_JS = """// kmtbook.sphinx_ext.versions: the version list of a page opened from disk (file://), where the
+// browser refuses to fetch switcher.json; over HTTP(S) the theme reads the site's list instead.
+(function () {
+  if (window.location.protocol !== "file:" || typeof DOCUMENTATION_OPTIONS === "undefined") return;
+  var root = new URL(document.documentElement.getAttribute("data-content_root") || "./", window.location.href);
+  var entries = @ENTRIES@.map(function (entry) {
+    return Object.assign({}, entry, {url: root.href});
+  });
+  DOCUMENTATION_OPTIONS.theme_switcher_json_url =
+    "data:application/json;charset=utf-8," + encodeURIComponent(JSON.stringify(entries));
+})();
+"""
+
+
+def from_disk_script(entries: list[dict]) -> str:
+    """The script that gives a page opened from disk the version list ``entries`` (this build's)."""
+    return FROM_DISK_JS.replace("@ENTRIES@", json.dumps(entries))
+
+
+def add_from_disk_script(app: Sphinx) -> None:
+    """Write :data:`FROM_DISK_SCRIPT` (this build's list) and load it, deferred, on every page of a
+    theme with the switcher."""
+    if app.builder.format != "html" or getattr(app.config, "html_theme", "") not in THEMES_WITH_SWITCHER:
+        return
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    (static / FROM_DISK_SCRIPT).write_text(from_disk_script(_this_build(app)))
+    app.add_js_file(FROM_DISK_SCRIPT, defer="defer")
 
 
 def configure_launch(app: Sphinx, config) -> None:
