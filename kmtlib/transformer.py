@@ -205,14 +205,11 @@ class KMeansTransformer(nn.Module):
             raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
         # the tokens hold the data in its own scale: their squares must stay in the dtype's range
         check_square_range(X, C0, self.d + C0.shape[1] if self.config.any_k else self.width, "the k-means transformer")
-        for p in self.parameters():
-            if p.dtype != X.dtype:
-                raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")
-            if p.device != X.device:
-                raise ValueError(
-                    f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)"
-                )
-            break
+        w = next(self.parameters())
+        if w.dtype != X.dtype:
+            raise TypeError(f"the model's weights are {w.dtype} but X is {X.dtype}; call model.to({X.dtype})")
+        if w.device != X.device:
+            raise ValueError(f"the model's weights are on {w.device} but X is on {X.device}; call model.to(X.device)")
         steps = check_int("steps", steps, minimum=0)
         if warn and self.training_domain is not None:
             warn_outside_training_domain(X, self.training_domain)
@@ -230,9 +227,8 @@ class KMeansTransformer(nn.Module):
     def apply_layer(self, point_tokens: torch.Tensor, center_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, with ``fast`` each
         block's attention by a kernel where one applies (:func:`kmtlib.fast.attend`)."""
-        if self.fast:  # the same numbers up to rounding, faster
-            return self.layer(point_tokens, center_tokens, attend=fast_path.attend)
-        return self.layer(point_tokens, center_tokens)
+        # (with fast: the same numbers up to rounding, faster; else each block by its formula)
+        return self.layer(point_tokens, center_tokens, attend=fast_path.attend if self.fast else None)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.

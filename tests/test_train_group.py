@@ -26,6 +26,7 @@ from _helpers import kill_training_command, log_without_wall, one_thread  # noqa
 from kmtlib.fast.run_stack import RunStack
 from kmtlib.init import init_centers
 from kmtlib.io.model_file import load_model
+from kmtlib.layer import update
 from kmtlib.losses import _smoothed_objective
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
@@ -94,6 +95,35 @@ def test_stacked_pass_equals_the_models_one_by_one(products, embedding, dtype, r
     same_grads = all(torch.equal(a[n], b[n]) for a, b in zip(g_stack, g_single) for n in a)
     bitwise = torch.equal(C_stack, C_single) and same_grads
     record_property("bitwise", bitwise)
+
+
+def test_the_stacked_step_runs_the_layers_own_update():
+    """A profile hook on kmtlib.layer.update (what a breakpoint there would do) sees the stacked
+    step of training enter it, once a step, with the runs' blocks and the stack's attention, as
+    the layer's own forward does with its blocks: the update is written once, not again for the
+    run axis."""
+    configs = _configs(embedding="onehot", dtype="float64")
+    states = [new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
+    stack = RunStack([s.model for s in states])
+    X = torch.stack([sample_batch(c, s.generators["train"], torch.device("cpu"), torch.float64)
+                     for c, s in zip(configs, states)])  # fmt: skip
+    C = X[:, :, : configs[0].k].clone()
+    calls: list[tuple[str, object]] = []
+
+    def breakpoint_stand_in(frame, event, arg):
+        if event == "call" and frame.f_code is update.__code__:
+            calls.append((frame.f_back.f_code.co_qualname, frame.f_locals["attend"]))
+
+    sys.setprofile(breakpoint_stand_in)
+    try:
+        with torch.no_grad():
+            stack.step(X, C)
+            stack.step(X, C)
+            states[0].model.step(X[0], C[0])
+    finally:
+        sys.setprofile(None)
+    assert [caller for caller, _ in calls] == ["RunStack.step", "RunStack.step", "KMeansLayer.forward"]
+    assert all(attend == stack.attention for _, attend in calls[:2])
 
 
 def test_group_reproduces_single_runs(tmp_path, record_property):
