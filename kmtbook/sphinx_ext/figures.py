@@ -17,10 +17,10 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from ..chapter import find_repo_root
 from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
 from ..figure_metadata import caption_title
 from ..paper_figures import reproduces
+from ..repo_root import find_repo_root
 from .pages import (
     chapter_title,
     link,

@@ -55,8 +55,8 @@ it they are first laid out contiguously."""
 
 
 class LimitBlock(NamedTuple):
-    """One attention block as this kernel reads it (the layer fills it in from its configuration
-    and weights: :func:`kmtlib.fast.choice.limit_block`)."""
+    """One attention block as this kernel reads it, in plain values (:func:`kmtlib.fast.choice.limit_block`
+    fills it in from the block's configuration and weights; the layer knows nothing of it)."""
 
     name: str
     weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
