@@ -171,11 +171,12 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     return nearest_center_unchecked(X, C)
 
 
-def nearest_center_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+def nearest_center_unchecked(X: torch.Tensor, C: torch.Tensor, frame: DistanceFrame | None = None) -> torch.Tensor:
     """:func:`nearest_center` of points and centres their caller has checked: the same labels, no
     checks (for a caller that checks its data once at its entry and then assigns many times, as
-    the estimator's polish does)."""
-    frame = DistanceFrame.of(X, C)
+    the estimator's polish does). ``frame``: the :class:`DistanceFrame` of X and centres whose
+    range covers C, built once by a caller that assigns many times (default: built here)."""
+    frame = DistanceFrame.of(X, C) if frame is None else frame
     return _nearest_center(frame.to_frame(X), frame.to_frame(C))
 
 
