@@ -34,7 +34,7 @@ from .embedding import make_embedding
 from .equivariant import EquivariantMap
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
-from .objective import _kmeans_objective, _nearest_center
+from .objective import kmeans_objective_unchecked, nearest_center_in_frame
 from .results import ClusteringResult
 from .tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .variants import import_all, load_circuit_weights, variant_config
@@ -65,13 +65,13 @@ class ModelResult(ClusteringResult):
     def labels(self) -> torch.Tensor:  # type: ignore[override]
         """(B, n), the nearest centre of every point under the final centres."""
         with torch.no_grad():
-            return _nearest_center(self.points, self.trajectory[-1])
+            return nearest_center_in_frame(self.points, self.trajectory[-1])
 
     @functools.cached_property
     def objective(self) -> torch.Tensor:  # type: ignore[override]
         """(B, T+1), the k-means objective of every centres of the trajectory."""
         with torch.no_grad():
-            return torch.stack([_kmeans_objective(self.points, C) for C in self.trajectory], dim=1)
+            return torch.stack([kmeans_objective_unchecked(self.points, C) for C in self.trajectory], dim=1)
 
 
 class KMeansTransformer(nn.Module):

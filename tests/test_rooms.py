@@ -275,6 +275,18 @@ def test_no_import_cycle_in_the_book_tooling():
     assert cycle is None, "import cycle in kmtbook: " + " -> ".join(cycle or [])
 
 
+def test_no_module_imports_a_private_name_of_another():
+    """A leading underscore is private to its module (CONTRIBUTING.md: a function that skips its
+    checks is ``<name>_unchecked``): no module of kmtlib imports another's ``_name``."""
+    offenders = []
+    for name, path in kmtlib_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("kmtlib")):
+                offenders += [f"{name} imports {a.name} from {node.module}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    assert not offenders, offenders
+
+
 def test_rooms_import_down_only():
     """Kernels import no room above them (only each other and KERNEL_LEAVES); the layer never the
     model; maths never the layer or the model; nothing imports training, evaluation or the

@@ -27,7 +27,7 @@ from kmtlib.fast.run_stack import RunStack
 from kmtlib.init import init_centers
 from kmtlib.io.model_file import load_model
 from kmtlib.layer import update
-from kmtlib.losses import _smoothed_objective
+from kmtlib.losses import smoothed_objective_unchecked
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
 from kmtlib.training.state import new_training_state
@@ -72,7 +72,8 @@ def _one_step(configs: list[TrainConfig], stacked: bool, products: str = "auto")
         C1 = RunStack([s.model for s in states], products=products).step(torch.stack(xs), torch.stack(cs))
     else:
         C1 = torch.stack([s.model.step(X, C) for s, X, C in zip(states, xs, cs)])
-    losses = [_smoothed_objective(X, C1[i], c.loss_inv_temp).mean() for i, (X, c) in enumerate(zip(xs, configs))]
+    losses = [smoothed_objective_unchecked(X, C1[i], c.loss_inv_temp).mean()
+              for i, (X, c) in enumerate(zip(xs, configs))]  # fmt: skip
     torch.stack(losses).sum().backward()
     grads = [{n: p.grad.clone() for n, p in s.model.named_parameters()} for s in states]
     return C1.detach(), grads

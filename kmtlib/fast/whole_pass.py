@@ -19,7 +19,7 @@ from torch import nn
 from ..embedding import Embedding
 from ..kernels import limit_model
 from ..layer import KMeansLayer, LayerConfig
-from ..objective import _kmeans_objective, _nearest_center, assignment_cost_rows, center_rows
+from ..objective import assignment_cost_rows, center_rows, kmeans_objective_unchecked, nearest_center_in_frame
 from .choice import limit_blocks, writes_hard_assignment
 
 LIMIT_KERNEL_SCORES: tuple[str, ...] = ("euclidean", "dot")
@@ -71,7 +71,7 @@ class LimitPass:
             if measure:
                 objectives.append(self.objective(embedding, X, trajectory[-1], point_tokens, hard))
             trajectory.append(embedding.centers(center_tokens))
-        labels = _nearest_center(X, trajectory[-1]) if measure else None
+        labels = nearest_center_in_frame(X, trajectory[-1]) if measure else None
         if labels is not None:
             objectives.append(self.cost(X, trajectory[-1], labels))
         return trajectory, objectives, labels, point_tokens
@@ -82,7 +82,7 @@ class LimitPass:
         """The objective (B,) of the centres C a layer read: from the assignment it wrote where it is
         the hard nearest-centre assignment, else by a distance computation."""
         if not hard:
-            return _kmeans_objective(X, C)
+            return kmeans_objective_unchecked(X, C)
         labels = self.runner.labels  # (the lowest positive assignment, where the kernel read it)
         if labels is None:
             assignments = embedding.assignments(point_tokens)
