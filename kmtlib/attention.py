@@ -31,7 +31,6 @@ from ._numerics import (
     lowest_true_,
     times_gamma,
 )
-from .kernels.weights import unnormalised_row_weights_
 
 AttentionMap = Callable[..., torch.Tensor]
 """A map ``fn(scores, gamma, **options) -> weights``: scores (B, m, r) to weights (B, m, r), row by
@@ -179,35 +178,6 @@ ATTENTION_MAPS: dict[str, AttentionMap] = {
 }
 """Attention maps by name; each is ``fn(scores, gamma, **options) -> weights`` (see
 :data:`AttentionMap`). ``"softmax"`` with ``gamma = math.inf`` equals ``"hardmax"``."""
-
-
-def unnormalised_weights_(
-    name: str, scores: torch.Tensor, gamma: float, owned: bool = True
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Unnormalised weights ``U`` and normaliser ``Z`` (B, m, 1) with weights ``U / Z``, or
-    ``(weights, None)`` for maps that only come normalised. ``scores`` (B, m, r) may be
-    overwritten when ``owned`` (a fresh tensor); otherwise (a view of someone's tokens) it is
-    left untouched.
-
-    Applying ``(U @ V) / Z`` instead of ``(U / Z) @ V`` is the same linear algebra with one
-    division per output instead of one per weight (as Lloyd's ``sums / counts``), and saves a pass
-    over the (B, m, r) matrix.
-
-    * softmax at ``gamma = inf`` and hardmax: U = 1 on the keys attaining the row maximum, 0
-      elsewhere (exact comparison), Z = their count (None on the CPU when every count is 1);
-    * softmax at finite ``gamma``: U = exp(gamma (s - max s)), Z = the row sum (>= 1);
-    * linear: U = the scores, Z = the row sum; a zero row becomes a row of ones with Z = r
-      (uniform weights, the empty-cluster rule).
-
-    (The three are the kernel :func:`kmtlib.kernels.weights.unnormalised_row_weights_`.)
-    """
-    fn = get_attention_map(name)
-    hard = fn is _hardmax_map or (
-        fn is softmax_attention and check_positive_float("gamma", gamma, allow_inf=True) == math.inf
-    )
-    if hard or fn is softmax_attention or fn is linear_attention_weights:
-        return unnormalised_row_weights_(scores, gamma, hard=hard, linear=fn is linear_attention_weights, owned=owned)
-    return fn(scores if owned else scores.clone(), gamma), None
 
 
 def register_attention_map(name: str, fn: AttentionMap, *, overwrite: bool = False) -> AttentionMap:
