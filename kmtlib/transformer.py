@@ -53,7 +53,7 @@ class ModelResult(ClusteringResult):
     computed and the assignment weights its point tokens hold, with the ``labels`` and the
     ``objective`` measured from the points when first read (without gradient), not by the forward
     pass: a caller that wants only the centres (training, the estimator) computes no distances.
-    (The whole pass, :class:`WholePass`, passes in the ``labels`` and ``objective`` it measured.)"""
+    (The whole pass, :class:`kmtlib.fast.WholePass`, passes in the ``labels`` and ``objective`` it measured.)"""
 
     def __init__(self, X: Tensor, trajectory: list[Tensor], assignments: Tensor | None, **measured: Tensor) -> None:
         self.points, self.trajectory = X, [C.detach() for C in trajectory]
@@ -194,7 +194,7 @@ class KMeansTransformer(nn.Module):
         return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, origin={self.config.origin!r}"
 
     # ------------------------------------------------------------------ running
-    def _checked(self, X: torch.Tensor, C0: torch.Tensor, steps: int, warn: bool = True) -> int:
+    def checked_steps(self, X: torch.Tensor, C0: torch.Tensor, steps: int, warn: bool = True) -> int:
         """Check the inputs of a forward pass (a trained layer warns where they lie outside its
         domain, unless not ``warn``) and seed the layer's random maps; the number of steps."""
         check_points(X)
@@ -239,7 +239,7 @@ class KMeansTransformer(nn.Module):
         A trained layer (``config.trainable``) warns on data outside the tasks it was trained on
         (:func:`warn_outside_training_domain`).
         """
-        steps = self._checked(X, C0, steps)
+        steps = self.checked_steps(X, C0, steps)
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
@@ -248,6 +248,13 @@ class KMeansTransformer(nn.Module):
             point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         return ModelResult(X, trajectory, self.embedding.assignments(point_tokens) if steps > 0 else None)
+
+    def result(
+        self, X: Tensor, trajectory: list[Tensor], assignments: Tensor | None, **measured: Tensor
+    ) -> ModelResult:
+        """The :class:`ModelResult` of a pass of this model computed elsewhere (the whole pass of
+        :class:`kmtlib.fast.WholePass`, with the ``labels`` and ``objective`` it measured)."""
+        return ModelResult(X, trajectory, assignments, **measured)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -268,59 +275,12 @@ class KMeansTransformer(nn.Module):
         return path
 
 
-class WholePass:
-    """A fixed-weight model's whole forward pass by one kernel (:mod:`kmtlib.fast.whole_pass`),
-    asked for by name where its speed is wanted, as ``torch.compile(model)`` is::
-
-        whole = kmtlib.whole_pass(model)
-        result = whole(X, C0, steps)          # as model(X, C0, steps), the same result type
-
-    The kernel keeps coordinate-major point tokens, updates them in place and, in Theorem 2.1's
-    limit, reads the objective from the assignment the tokens hold; it computes
-    :meth:`KMeansTransformer.forward`'s numbers (centres within float64 rounding, the order of its
-    sums differs; labels and hard assignments bitwise: ``tests/test_kernels.py``). Where it does not apply (a
-    re-embedding or learning layer, autograd, another map) the call is ``model(X, C0, steps)``.
-    The compiled blocks and scratch memory are this object's, kept from call to call."""
-
-    def __init__(self, model: KMeansTransformer) -> None:
-        if not isinstance(model, KMeansTransformer):
-            raise TypeError(f"whole_pass takes a KMeansTransformer, got {type(model).__name__}")
-        self.model = model
-        self.kernel = fast_path.LimitPass()
-
-    def applies(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
-        """Whether the kernel runs the pass on these inputs (:func:`kmtlib.fast.uses_limit_kernel`;
-        inputs that are not tensors go to the model, which says what is wrong)."""
-        model, tensors = self.model, isinstance(X, torch.Tensor) and isinstance(C0, torch.Tensor)
-        return tensors and fast_path.uses_limit_kernel(model.config, model.parameters(), model.training, X, C0)
-
-    def __call__(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
-        """``model(X, C0, steps)`` by the kernel: a :class:`ModelResult` with the labels and the
-        objective it measured."""
-        model = self.model
-        if not self.applies(X, C0):
-            return model(X, C0, steps)
-        steps = model._checked(X, C0, steps)
-        trajectory, objectives, labels, point_tokens = self.kernel.run(model.layer, model.embedding, X, C0, steps, True)
-        assignments = model.embedding.assignments(point_tokens) if steps > 0 else None
-        assert labels is not None  # (measured)
-        return ModelResult(X, trajectory, assignments, labels=labels, objective=torch.stack(objectives, dim=1))
-
-    def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
-        """The centres (B, k, d) after ``steps`` layers, bitwise ``self(X, C0, steps).final_centers``,
-        without measuring the objective of every step (for a caller that measures its own, as the
-        estimator does: about a third of the kernel's work)."""
-        model = self.model
-        if not self.applies(X, C0):
-            return model(X, C0, steps).final_centers
-        steps = model._checked(X, C0, steps)
-        return self.kernel.run(model.layer, model.embedding, X, C0, steps, False)[0][-1]
-
-
-def whole_pass(model: KMeansTransformer) -> WholePass:
+def whole_pass(model: KMeansTransformer) -> fast_path.WholePass:
     """``model``'s whole forward pass by one kernel, a callable with the model's signature
-    (:class:`WholePass`): what a caller that wants the fixed-weight models' speed asks for."""
-    return WholePass(model)
+    (:class:`kmtlib.fast.WholePass`): what a caller that wants the fixed-weight models' speed asks for."""
+    if not isinstance(model, KMeansTransformer):
+        raise TypeError(f"whole_pass takes a KMeansTransformer, got {type(model).__name__}")
+    return fast_path.WholePass(model)
 
 
 @torch.no_grad()

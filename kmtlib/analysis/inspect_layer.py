@@ -213,7 +213,7 @@ class LayerMaps:
 def _check_inputs(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> None:
     check_points(X)
     check_centers(C, X, name="C")
-    model._checked(X, C, 0, warn=False)
+    model.checked_steps(X, C, 0, warn=False)
 
 
 @torch.no_grad()

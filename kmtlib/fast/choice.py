@@ -115,7 +115,7 @@ def attention_kernel(block: AttentionBlock) -> Kernel | None:
 
 
 def limit_block(block: AttentionBlock) -> LimitBlock:
-    """The block as :mod:`kmtlib.kernels.limit_model` reads it (where :func:`uses_limit_kernel`)."""
+    """The block as :mod:`kmtlib.kernels.limit_model` reads it (where :func:`uses_whole_pass_kernel`)."""
     c = block.config
     return LimitBlock(
         name=block.name,
