@@ -39,6 +39,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.domain.broad_tasks": "maths",
     "kmtlib.domain.domain_map": "maths",
     "kmtlib.domain.frame": "maths",
+    "kmtlib.domain.trained": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",

@@ -20,12 +20,13 @@ import torch
 from .._atomic_save import atomic_torch_save
 from .._version import __version__
 from ..device import resolve_device
+from ..domain.trained import TrainingDomain
 from ..init import init_centers
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
 from ..losses import smoothed_objective_unchecked
-from ..transformer import KMeansTransformer, TrainingDomain
+from ..transformer import KMeansTransformer
 from .config import DTYPES, TrainConfig, derive_seeds
 from .estimator_use import (
     EstimatorBatch,
