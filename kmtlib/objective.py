@@ -16,12 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_centers, check_points
+from ._checks import check_centers, check_points, magnitudes, square_range
 from ._numerics import (
     lowest_true_,
-    magnitudes,
     power_of_two_exponents,
-    square_range,
     tie_equal_keys,
     times_power_of_two,
 )
