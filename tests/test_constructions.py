@@ -624,7 +624,7 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
         model.apply_layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
     # the whole pass's scratch memory (its own, not the model's) can be dropped; the next call makes it anew
-    whole.kernel.runner.scratch.clear()
+    whole.runner.scratch.clear()
     again = whole(X, C0, steps=4)
     assert not hasattr(model, "limit_runner")
     assert torch.equal(again.assignments, kept[0]) and torch.equal(again.centers, results[0].centers)

@@ -77,6 +77,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.io": "model",
     "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
+    "kmtlib.variants.attention_maps": "model",
     "kmtlib.variants.circuit": "model",
     "kmtlib.variants.kmedoids": "model",
     "kmtlib.variants.robust": "model",
