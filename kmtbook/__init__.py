@@ -21,9 +21,10 @@ holds what only the book needs:
   chapters and keeps their executions.
 """
 
-from .chapter import Chapter, find_repo_root, open_chapter
+from .chapter import Chapter, open_chapter
 from .figure_data import plotted_data
 from .parameters import PROFILES, ChapterSpec, ParameterError, check_parameter
+from .repo_root import find_repo_root
 
 __all__ = ["PROFILES", "Chapter", "ChapterSpec", "ParameterError", "check_parameter", "find_repo_root", "open_chapter",
            "plotted_data"]

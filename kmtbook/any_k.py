@@ -2,7 +2,7 @@
 Lloyd's algorithm and its usual improvements at every k.
 
 * :func:`permutation_test` -- how much a layer trained at one k depends on how the clusters are
-  numbered, and what averaging it over all numberings (:func:`kmtlib.transformer.symmetrised`)
+  numbered, and what averaging it over all numberings (:func:`kmtlib.equivariant.symmetrised`)
   leaves of it.
 * :func:`fair_test` -- for each k, the same tasks and the same initial centres for every method: a
   random k-subset of the points (the layer, Lloyd, best of R Lloyd restarts) and k-means++ seeds
@@ -23,7 +23,7 @@ import torch
 import kmtlib
 from kmtlib import KMeansTransformer
 from kmtlib.chunks import in_chunks
-from kmtlib.transformer import symmetrised
+from kmtlib.equivariant import symmetrised
 
 from .shipped import ShippedRun, require_runs
 

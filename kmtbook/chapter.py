@@ -28,9 +28,7 @@ from .chapter_specs import SPECS
 from .citation import BookCitation
 from .figure_metadata import FigureCredit
 from .parameters import ChapterSpec, ParameterError, check_passed_parameters, kernel_history, passed_parameters
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
+from .repo_root import find_repo_root
 
 SAVED_DPI = 150  # the PNG a reader cites; the page shows it at the figure's own size (its dpi)
 
@@ -58,19 +56,6 @@ def _png_width(data: bytes) -> int:
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError("not a PNG: the header's signature is missing")
     return int.from_bytes(data[16:20], "big")
-
-
-def find_repo_root(start: Path | None = None) -> Path:
-    """The folder holding ``_config.yml`` (the book root) and the project (``pyproject.toml`` and
-    ``kmtlib/``), searched upwards from ``start`` or the cwd; falls back to the folder above the
-    installed package. (A copy of the book's pages with the library's source beside them, as the
-    browser test builds, is not a root: it has no ``pyproject.toml``.)"""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        project = (folder / "kmtlib").is_dir() and (folder / "pyproject.toml").is_file()
-        if (folder / "_config.yml").is_file() and project:
-            return folder
-    return REPO_ROOT
 
 
 def open_chapter(chapter: str | ChapterSpec, namespace: Mapping[str, Any]) -> Chapter:

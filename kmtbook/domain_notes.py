@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from kmtlib import OutsideTrainingDomainWarning
-from kmtlib.transformer import task_spread_and_offset
+from kmtlib.domain.trained import task_spread_and_offset
 
 from .figure_checks import plural
 

@@ -31,7 +31,7 @@ import pandas as pd
 from kmtlib.embedding import embedding_name
 
 from .arguments import check_flag
-from .chapter import find_repo_root
+from .repo_root import find_repo_root
 
 INDEX_FILE = "index.json"
 LOG_FILE = "log.csv"

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 from sklearn import datasets as sk
 
-from .chapter import find_repo_root
 from .equal_compute import arm_counts, equal_compute_runs, equal_compute_table, set_gmean_ratio
 from .real_data import RealDataset
+from .repo_root import find_repo_root
 
 HELDOUT_FILE = Path("data") / "estimator_layer" / "heldout.json"
 """The held-out definition, relative to the repository root."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from .citation import LICENCE_STATEMENT, LICENCE_TEXT, LICENCE_TEXT_URL, BookCitation, read_citation
+from .repo_root import find_repo_root
 
 _CELL = re.compile(r"^```\{code-cell\}[^\n]*\n---\n(.*?)\n---\n", re.S | re.M)
 
@@ -147,8 +148,6 @@ def figure_credit(label: str, stem: str | None = None, root: Path | None = None)
     the build's version, commit and addresses are read as every citation of the book reads them
     (:func:`kmtbook.citation.read_citation`)."""
     from kmtlib import __version__
-
-    from .chapter import find_repo_root
 
     root = Path(root) if root is not None else find_repo_root()
     cells: dict[str, tuple[str, str]] = {}

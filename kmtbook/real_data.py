@@ -34,7 +34,7 @@ import kmtlib
 from kmtlib import KMeansTransformer, TransformerKMeans
 from kmtlib.estimator import labels_inertia, lloyd_to_fixed_point, means_readout, model_or_seeding
 
-from .chapter import find_repo_root
+from .repo_root import find_repo_root
 
 SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")
 BENCHMARK_SETS = ("R15", "D31", "s1", "s2")

@@ -25,7 +25,7 @@ import torch
 from kmtlib.embedding import embedding_name
 from kmtlib.training import TrainConfig
 
-from .chapter import find_repo_root
+from .repo_root import find_repo_root
 
 TRAIN_COMMAND = "scripts/train_shipped.sh"
 SHIP_COMMAND = "python scripts/ship_weights.py"

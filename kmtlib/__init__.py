@@ -64,7 +64,8 @@ from .constructions import load_theorem_weights, theorem_config
 from .theorems import theorem_weights
 from .embedding import DataEmbedding, NormAugmentedEmbedding, OneHotEmbedding
 from .io.model_file import ModelFileError, load_model
-from .transformer import KMeansTransformer, OutsideTrainingDomainWarning, whole_pass
+from .transformer import KMeansTransformer, whole_pass
+from .domain.trained import OutsideTrainingDomainWarning
 
 # The learned layer's training loss and multi-step evaluation.
 from .analysis.evaluate import evaluate_multistep, evaluate_seeds

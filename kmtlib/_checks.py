@@ -146,13 +146,28 @@ def check_generator(generator: object, device: torch.device, name: str = "genera
     return g
 
 
+def square_range(dtype: torch.dtype, width: int, terms: int = 1) -> tuple[float, float]:
+    """``(low, high)``: the coordinate magnitudes (largest absolute value per task) for which
+    squared distances in ``width`` dimensions, summed over up to ``terms`` of them, are computed
+    at the dtype's full precision: above ``high`` the expanded square ``||x||^2 - 2 x.c + ||c||^2``
+    (at most ``4 width max|.|^2``) overflows; below ``low`` its rounding error
+    ``eps max|.|^2`` falls into the subnormal range, where the precision runs out."""
+    fi = torch.finfo(dtype)
+    return math.sqrt(fi.tiny / fi.eps), math.sqrt(fi.max / (8.0 * width * max(terms, 1)))
+
+
+def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
+    """The largest absolute coordinate per task (B,) over tensors (B, *, d): the larger of ``|min|``
+    and ``|max|``, exactly, in one pass over each tensor (no ``|t|`` copy)."""
+    lo_hi = [torch.aminmax(t.detach().reshape(t.shape[0], -1), dim=1) for t in tensors]
+    return torch.stack([torch.maximum(lo.abs(), hi.abs()) for lo, hi in lo_hi]).amax(dim=0)
+
+
 def check_square_range(X: torch.Tensor, C: torch.Tensor, width: int, what: str) -> None:
     """Raise unless the squared distances of points X and centres C in ``width`` coordinates can
-    be computed at the dtype's precision, naming the limit (see :func:`kmtlib._numerics.square_range`).
+    be computed at the dtype's precision, naming the limit (see :func:`square_range`).
     For code that computes in the data's own scale (the transformer's tokens) instead of
     rescaling as :func:`kmtlib.lloyd` does."""
-    from ._numerics import magnitudes, square_range
-
     low, high = square_range(X.dtype, width)
     size = magnitudes(X, C)
     fix = "rescale the data (the clustering does not depend on the scale)"

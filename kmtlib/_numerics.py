@@ -20,7 +20,9 @@ precision when the squares fall into the subnormal range (coordinates below abou
 k-means++ draws do not change when points and centres are multiplied by one power of two, and
 that multiplication is exact, so :func:`power_of_two_exponents` finds, per task, the exponent
 that brings out-of-range data to magnitude about 1, and :func:`times_power_of_two` applies it
-(and takes it back). In-range tasks are not touched (exponent 0).
+(and takes it back). In-range tasks are not touched (exponent 0). The range itself and the size
+of a task are :func:`kmtlib._checks.square_range` and :func:`kmtlib._checks.magnitudes`, beside the
+check that refuses data outside it.
 
 Offset. The expanded square also loses every digit of data far from the origin against their
 spread (timestamps near 1.7e12 a few seconds apart): its error is ``eps ||x||^2``, not
@@ -35,7 +37,6 @@ by the attention maps of :mod:`kmtlib.attention` and the kernels of :mod:`kmtlib
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -127,34 +128,6 @@ def tie_equal_keys(scores: torch.Tensor, keys: torch.Tensor, dim: int) -> torch.
     else:
         index = first.unsqueeze(1).expand(B, scores.shape[1], r)
     return scores.gather(dim, index)
-
-
-# ----------------------------------------------------------------------------------- range
-def square_range(dtype: torch.dtype, width: int, terms: int = 1) -> tuple[float, float]:
-    """``(low, high)``: the coordinate magnitudes (largest absolute value per task) for which
-    squared distances in ``width`` dimensions, summed over up to ``terms`` of them, are computed
-    at the dtype's full precision: above ``high`` the expanded square ``||x||^2 - 2 x.c + ||c||^2``
-    (at most ``4 width max|.|^2``) overflows; below ``low`` its rounding error
-    ``eps max|.|^2`` falls into the subnormal range, where the precision runs out."""
-    fi = torch.finfo(dtype)
-    return math.sqrt(fi.tiny / fi.eps), math.sqrt(fi.max / (8.0 * width * max(terms, 1)))
-
-
-def magnitudes(*tensors: torch.Tensor) -> torch.Tensor:
-    """The largest absolute coordinate per task (B,) over tensors (B, *, d)."""
-    size: torch.Tensor | None = None
-    for t in tensors:
-        t = t.detach()
-        if t.is_contiguous() and t.numel() > 0:
-            # one pass, no |t| copy: the largest |x| is the larger of |min| and |max|, exactly
-            lo, hi = torch.aminmax(t.reshape(t.shape[0], -1), dim=1)
-            m = torch.maximum(lo.abs(), hi.abs())
-        else:
-            m = t.abs().amax(dim=tuple(range(1, t.dim())))
-        size = m if size is None else torch.maximum(size, m)
-    if size is None:
-        raise ValueError("magnitudes needs at least one tensor")
-    return size
 
 
 def power_of_two_exponents(size: torch.Tensor, low: float, high: float) -> torch.Tensor | None:

@@ -13,9 +13,10 @@ across layers (the paper's Theorems 2.1 and 2.2 and their proofs):
 matrices and :func:`load_theorem_weights` puts them into a layer; ``KMeansTransformer.from_theorem``
 builds a model of the configuration and loads its weights.
 
-Hard self-attention (``gamma = math.inf``) is evaluated in closed form by default
-(:mod:`kmtlib.kernels`): the keys that attain the maximum score of query ``i`` are exactly the
-copies of token ``i`` (for SAX the points equal to ``x_i``, whose distance 0 is the largest
+On the default path (``model.fast``) hard self-attention (``gamma = math.inf``) is evaluated in
+closed form where :func:`kmtlib.fast.choice.closed_form_self_attention` reads it from the block's
+weights (and in :func:`kmtlib.whole_pass`'s kernel): the keys that attain the maximum score of
+query ``i`` are exactly the copies of token ``i`` (for SAX the points equal to ``x_i``, whose distance 0 is the largest
 possible score; for SAC only centre ``j`` itself, the ids being distinct), and all copies carry
 the same value (a point's assignment is a function of the point), so the averaging hard
 attention returns the value of token ``i`` itself. This holds with duplicate points too.

@@ -37,6 +37,7 @@ k = 10 to see what the symmetry costs it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -125,3 +126,20 @@ class EquivariantMap(nn.Module):
         out.beta_0.copy_(bias[d:].mean())
         return out
 
+
+@torch.no_grad()
+def symmetrised(model: Any) -> Any:
+    """The :class:`~kmtlib.KMeansTransformer` ``model`` (one k, one-hot tokens) averaged over all
+    renumberings of its clusters: the same configuration with ``any_k``, each query, key and value
+    map replaced by :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
+    the layer a permutation-equivariant training would have to find near the trained one (chapter 12)."""
+    config = model.config
+    if config.any_k or config.embedding != "onehot":
+        raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
+    out = type(model)(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
+    out = out.to(next(model.parameters()).dtype)
+    for name, block in model.layer.blocks.items():
+        for role, linear in zip(("query", "key", "value"), block.linear_maps()):
+            projection = EquivariantMap.from_linear(linear, config.d)
+            getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
+    return out.to(next(model.parameters()).device).train(model.training)

@@ -26,9 +26,10 @@ weights learn -- is one :class:`LayerConfig`, saved with the weights. The theore
 (:mod:`kmtlib.constructions`), the trainable layer (:mod:`kmtlib.learned`) and the circuit
 variants (:mod:`kmtlib.variants`) are each a configuration and an initialiser of the weights.
 
-These classes hold the formula and nothing else. :meth:`KMeansLayer.forward` is the layer's one
-update on every per-step path: it computes each block's attention by the function it is given,
-the block's own formula by default; with ``model.fast`` the model gives it
+These classes hold the formula and nothing else. :func:`update` is the layer's one update on every
+per-step path: :meth:`KMeansLayer.forward` runs it, and so do the stacked runs of training
+(:class:`kmtlib.fast.run_stack.RunStack`). It computes each block's attention by the function it
+is given, the block's own formula by default; with ``model.fast`` the model gives it
 :func:`kmtlib.fast.attend`, which computes the same numbers by a kernel where one applies (as
 nanoGPT's ``if self.flash:`` beside the manual attention).
 """
@@ -39,7 +40,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -65,6 +66,9 @@ RANDOM_MAPS: tuple[str, ...] = ("gumbel",)
 BlockAttention = Callable[["AttentionBlock", torch.Tensor, torch.Tensor], torch.Tensor]
 """``attend(block, queries, keys)``: a block's attention on these tokens, ``block(queries, keys)``
 (the formula) or the same numbers by a kernel (:func:`kmtlib.fast.attend`)."""
+
+Block = TypeVar("Block")
+"""What :func:`update` reads a block as: an :class:`AttentionBlock`, or the stacked runs' blocks."""
 
 
 # ------------------------------------------------------------------------------------ config
@@ -358,6 +362,21 @@ class FeedForward(nn.Module):
         return self.down(torch.relu(self.up(h)).square())
 
 
+def update(
+    blocks: Mapping[str, Block], X: Tensor, C: Tensor, attend: Callable[[Block, Tensor, Tensor], Tensor]
+) -> tuple[Tensor, Tensor]:
+    """The residual update of Theorem 2.1 (module documentation) on point tokens X (..., n, D) and
+    centre tokens C (..., k, D), each block's attention by ``attend(blocks[name], queries, keys)``,
+    in the paper's order (CAX, SAX, CAC, SAC: the order of the dropout masks). The one update of
+    every per-step path: :meth:`KMeansLayer.forward` calls it with the layer's blocks, and the
+    stacked runs of training (:meth:`kmtlib.fast.run_stack.RunStack.step`) with the runs' blocks
+    and a leading run axis."""
+    assign, reset = attend(blocks["CAX"], X, C), attend(blocks["SAX"], X, X)
+    X = X + reset + assign
+    means, reset = attend(blocks["CAC"], C, X), attend(blocks["SAC"], C, C)
+    return X, C + reset + means
+
+
 class KMeansLayer(nn.Module):
     """One k-means transformer layer: the blocks ``CAX``, ``SAX``, ``CAC``, ``SAC`` (attributes of
     those names), the optional ``ffn`` and the data normalisation, as ``config`` says.
@@ -381,13 +400,10 @@ class KMeansLayer(nn.Module):
         self.manual_seed(c.seed)
 
     def forward(self, X: torch.Tensor, C: torch.Tensor, attend: BlockAttention | None = None) -> tuple[Tensor, Tensor]:
-        attend = attend or AttentionBlock.__call__  # (by default the formula: each block's own forward)
         if self.config.normalise_data:
             X, C = normalise_data(X, self.config.d), normalise_data(C, self.config.d)
-        assign, reset = attend(self.CAX, X, C), attend(self.SAX, X, X)
-        X = X + reset + assign
-        means, reset = attend(self.CAC, C, X), attend(self.SAC, C, C)
-        C = C + reset + means
+        # (by default each block's attention by its formula, the block's own forward)
+        X, C = update(self.blocks, X, C, attend or AttentionBlock.__call__)
         if self.ffn is not None:
             C = C + self.ffn(C)
         if self.config.normalise_data:

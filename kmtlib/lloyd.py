@@ -122,12 +122,17 @@ def lloyd_step(
 
 
 def lloyd_step_unchecked(
-    X: torch.Tensor, C: torch.Tensor, empty: str = "mean", generator: torch.Generator | None = None
+    X: torch.Tensor,
+    C: torch.Tensor,
+    empty: str = "mean",
+    generator: torch.Generator | None = None,
+    frame: DistanceFrame | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`lloyd_step` on inputs its caller has checked (``generator`` a Generator or None): the
     same step, no checks (for a caller that checks its data once and then steps many times, as
-    the estimator's polish does)."""
-    labels = nearest_center_unchecked(X, C)
+    the estimator's polish does; ``frame``, the points' :class:`~kmtlib.objective.DistanceFrame`
+    built once for all its steps, as scikit-learn computes the points' squared norms once)."""
+    labels = nearest_center_unchecked(X, C, frame)
     new, counts = _move_centers(X, labels, None, C, empty, generator)
     return new, labels, counts
 

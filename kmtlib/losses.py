@@ -15,7 +15,7 @@ import torch
 
 from ._checks import check_centers, check_points, check_positive_float
 from ._numerics import times_gamma
-from .objective import _squared_distances, squared_distances
+from .objective import squared_distances, squared_distances_in_frame
 
 
 def _soft_weighted(dist: torch.Tensor, inv_temperature: float) -> torch.Tensor:
@@ -23,11 +23,11 @@ def _soft_weighted(dist: torch.Tensor, inv_temperature: float) -> torch.Tensor:
     return (weights * dist).sum(dim=(1, 2))
 
 
-def _smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float) -> torch.Tensor:
+def smoothed_objective_unchecked(X: torch.Tensor, C: torch.Tensor, inv_temperature: float) -> torch.Tensor:
     """:func:`smoothed_objective` without input checks (the training hot path): the unchecked
     expansion, which gives the same numbers as the public :func:`~kmtlib.squared_distances` for
     data whose squares stay in the dtype's range (training data do), without its checks."""
-    return _soft_weighted(_squared_distances(X, C), inv_temperature)  # (B, n, k) distances
+    return _soft_weighted(squared_distances_in_frame(X, C), inv_temperature)  # (B, n, k) distances
 
 
 def smoothed_objective(X: torch.Tensor, C: torch.Tensor, inv_temperature: float = 10.0) -> torch.Tensor:

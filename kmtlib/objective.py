@@ -16,12 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_centers, check_points
+from ._checks import check_centers, check_points, magnitudes, square_range
 from ._numerics import (
     lowest_true_,
-    magnitudes,
     power_of_two_exponents,
-    square_range,
     tie_equal_keys,
     times_power_of_two,
 )
@@ -121,7 +119,9 @@ class DistanceFrame:
         return v if self.exponent is None else times_power_of_two(v, 2 * self.exponent)
 
 
-def _squared_distances(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+def squared_distances_in_frame(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`squared_distances` of points and centres already checked and in their frame (in
+    range, no shift needed): the expansion alone, no checks, no rescaling."""
     x2 = (X * X).sum(-1, keepdim=True)
     c2 = (C * C).sum(-1).unsqueeze(1)
     return torch.baddbmm(x2 + c2, X, C.transpose(1, 2), alpha=-2.0).clamp_min_(0.0)
@@ -148,7 +148,7 @@ def squared_distances_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tenso
     """:func:`squared_distances` of points and centres their caller has checked: the same numbers,
     no checks (for a caller that checks its data once at its entry, as the estimator does)."""
     frame = DistanceFrame.of(X, C)
-    return frame.squares_back(_squared_distances(frame.to_frame(X), frame.to_frame(C)))
+    return frame.squares_back(squared_distances_in_frame(frame.to_frame(X), frame.to_frame(C)))
 
 
 def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -171,16 +171,18 @@ def nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     return nearest_center_unchecked(X, C)
 
 
-def nearest_center_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+def nearest_center_unchecked(X: torch.Tensor, C: torch.Tensor, frame: DistanceFrame | None = None) -> torch.Tensor:
     """:func:`nearest_center` of points and centres their caller has checked: the same labels, no
     checks (for a caller that checks its data once at its entry and then assigns many times, as
-    the estimator's polish does)."""
-    frame = DistanceFrame.of(X, C)
-    return _nearest_center(frame.to_frame(X), frame.to_frame(C))
+    the estimator's polish does). ``frame``: the :class:`DistanceFrame` of X and centres whose
+    range covers C, built once by a caller that assigns many times (default: built here)."""
+    frame = DistanceFrame.of(X, C) if frame is None else frame
+    return nearest_center_in_frame(frame.to_frame(X), frame.to_frame(C))
 
 
-def _nearest_center(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-    """:func:`nearest_center` for prepared inputs (checked, in range): no checks, no rescaling."""
+def nearest_center_in_frame(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`nearest_center` of points and centres already checked and in their frame (in range,
+    no shift needed): no checks, no rescaling."""
     return nearest_center_coordinate_major(X.transpose(1, 2), C)
 
 
@@ -260,12 +262,14 @@ def assignment_cost_rows(
     return diff.square_().sum(dim=1)
 
 
-def _kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+def kmeans_objective_unchecked(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """:func:`kmeans_objective` of points and centres their caller has checked: the same numbers,
+    no checks."""
     frame = DistanceFrame.of(X, C, terms=X.shape[1])
     if frame.identity:
-        return assignment_cost(X, C, _nearest_center(X, C))
+        return assignment_cost(X, C, nearest_center_in_frame(X, C))
     Xs, Cs = frame.to_frame(X), frame.to_frame(C)
-    return frame.squares_back(assignment_cost(Xs, Cs, _nearest_center(Xs, Cs)))
+    return frame.squares_back(assignment_cost(Xs, Cs, nearest_center_in_frame(Xs, Cs)))
 
 
 def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -280,4 +284,4 @@ def kmeans_objective(X: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     """
     check_points(X)
     check_centers(C, X, name="C")
-    return _kmeans_objective(X, C)
+    return kmeans_objective_unchecked(X, C)

@@ -1,8 +1,8 @@
 """The weight matrices of Theorems 2.1 and 2.2: coordinate selectors of the tokens.
 
-Plain tensors, below the layer: :mod:`kmtlib.constructions` loads them into a layer, and the layer
-compares a block's weights with them to see where hard self-attention has a closed form
-(:func:`kmtlib.fast.choice.closed_form_self_attention`).
+Plain tensors, below the layer: :mod:`kmtlib.constructions` loads them into a layer. Nothing
+compares a layer's weights with them: where hard self-attention has a closed form is read from the
+block's own weights (:func:`kmtlib.fast.choice.closed_form_self_attention`).
 """
 
 from __future__ import annotations

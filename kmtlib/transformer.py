@@ -12,13 +12,9 @@ returns the same kind of :class:`~kmtlib.results.ClusteringResult` as :func:`kmt
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import os
-import sys
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +26,17 @@ from ._atomic_save import atomic_torch_save
 from ._checks import check_centers, check_int, check_points, check_square_range
 from ._version import __version__
 from .constructions import load_theorem_weights, theorem_config
+from .domain.trained import TrainingDomain, warn_outside_training_domain
 from .embedding import make_embedding
-from .equivariant import EquivariantMap
 from .layer import KMeansLayer, LayerConfig
 from .learned import init_trainable_weights, initial_weights_generator, trainable_config
-from .objective import _kmeans_objective, _nearest_center
+from .objective import kmeans_objective_unchecked, nearest_center_in_frame
 from .results import ClusteringResult
-from .tasks import CENTRE, TARGET_TOTAL_VARIANCE
 from .variants import import_all, load_circuit_weights, variant_config
 
 MODEL_FORMAT = "kmtlib.KMeansTransformer/4"
-"""Format 4 saves the :class:`~kmtlib.layer.LayerConfig` (as a dict) with the weights (what
-:meth:`KMeansTransformer.save` writes; :mod:`kmtlib.io.model_file` reads it and the formats before
-it), and a trained layer's training domain. Format 3 was the same without the configuration's
-``construction`` and the domain; format 2 named the field ``embedding`` ``tokens`` (and the width-d
-embedding ``"none"``). A new format number makes an older kmtlib refuse a file by its format, not
-by a field."""
+"""The format :meth:`KMeansTransformer.save` writes; its history, and the reading of every format,
+in :mod:`kmtlib.io.model_file`."""
 
 
 class ModelResult(ClusteringResult):
@@ -53,7 +44,7 @@ class ModelResult(ClusteringResult):
     computed and the assignment weights its point tokens hold, with the ``labels`` and the
     ``objective`` measured from the points when first read (without gradient), not by the forward
     pass: a caller that wants only the centres (training, the estimator) computes no distances.
-    (The whole pass, :class:`WholePass`, passes in the ``labels`` and ``objective`` it measured.)"""
+    (The whole pass, :class:`kmtlib.fast.WholePass`, passes in the ``labels`` and ``objective`` it measured.)"""
 
     def __init__(self, X: Tensor, trajectory: list[Tensor], assignments: Tensor | None, **measured: Tensor) -> None:
         self.points, self.trajectory = X, [C.detach() for C in trajectory]
@@ -65,13 +56,13 @@ class ModelResult(ClusteringResult):
     def labels(self) -> torch.Tensor:  # type: ignore[override]
         """(B, n), the nearest centre of every point under the final centres."""
         with torch.no_grad():
-            return _nearest_center(self.points, self.trajectory[-1])
+            return nearest_center_in_frame(self.points, self.trajectory[-1])
 
     @functools.cached_property
     def objective(self) -> torch.Tensor:  # type: ignore[override]
         """(B, T+1), the k-means objective of every centres of the trajectory."""
         with torch.no_grad():
-            return torch.stack([_kmeans_objective(self.points, C) for C in self.trajectory], dim=1)
+            return torch.stack([kmeans_objective_unchecked(self.points, C) for C in self.trajectory], dim=1)
 
 
 class KMeansTransformer(nn.Module):
@@ -194,7 +185,7 @@ class KMeansTransformer(nn.Module):
         return f"d={self.d}, k={self.k}, width={self.width}, reembed={self.reembed}, origin={self.config.origin!r}"
 
     # ------------------------------------------------------------------ running
-    def _checked(self, X: torch.Tensor, C0: torch.Tensor, steps: int, warn: bool = True) -> int:
+    def checked_steps(self, X: torch.Tensor, C0: torch.Tensor, steps: int, warn: bool = True) -> int:
         """Check the inputs of a forward pass (a trained layer warns where they lie outside its
         domain, unless not ``warn``) and seed the layer's random maps; the number of steps."""
         check_points(X)
@@ -205,14 +196,11 @@ class KMeansTransformer(nn.Module):
             raise ValueError(f"the model is built for k={self.k} centres but C0 has {C0.shape[1]}")
         # the tokens hold the data in its own scale: their squares must stay in the dtype's range
         check_square_range(X, C0, self.d + C0.shape[1] if self.config.any_k else self.width, "the k-means transformer")
-        for p in self.parameters():
-            if p.dtype != X.dtype:
-                raise TypeError(f"the model's weights are {p.dtype} but X is {X.dtype}; call model.to({X.dtype})")
-            if p.device != X.device:
-                raise ValueError(
-                    f"the model's weights are on {p.device} but X is on {X.device}; call model.to(X.device)"
-                )
-            break
+        w = next(self.parameters())
+        if w.dtype != X.dtype:
+            raise TypeError(f"the model's weights are {w.dtype} but X is {X.dtype}; call model.to({X.dtype})")
+        if w.device != X.device:
+            raise ValueError(f"the model's weights are on {w.device} but X is on {X.device}; call model.to(X.device)")
         steps = check_int("steps", steps, minimum=0)
         if warn and self.training_domain is not None:
             warn_outside_training_domain(X, self.training_domain)
@@ -230,9 +218,8 @@ class KMeansTransformer(nn.Module):
     def apply_layer(self, point_tokens: torch.Tensor, center_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One layer on tokens: ``self.layer(point_tokens, center_tokens)``, with ``fast`` each
         block's attention by a kernel where one applies (:func:`kmtlib.fast.attend`)."""
-        if self.fast:  # the same numbers up to rounding, faster
-            return self.layer(point_tokens, center_tokens, attend=fast_path.attend)
-        return self.layer(point_tokens, center_tokens)
+        # (with fast: the same numbers up to rounding, faster; else each block by its formula)
+        return self.layer(point_tokens, center_tokens, attend=fast_path.attend if self.fast else None)
 
     def forward(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
         """Apply the layer ``steps`` times from the initial centres ``C0``.
@@ -241,9 +228,9 @@ class KMeansTransformer(nn.Module):
         labels under the final centres (B, n) and the objective per step (B, T+1), both measured
         when first read, and the assignment weights the point tokens hold after the last layer.
         A trained layer (``config.trainable``) warns on data outside the tasks it was trained on
-        (:func:`warn_outside_training_domain`).
+        (:func:`kmtlib.domain.trained.warn_outside_training_domain`).
         """
-        steps = self._checked(X, C0, steps)
+        steps = self.checked_steps(X, C0, steps)
         point_tokens, center_tokens = self.embedding.embed(X, C0)
         trajectory = [C0]
         for t in range(steps):
@@ -252,6 +239,13 @@ class KMeansTransformer(nn.Module):
             point_tokens, center_tokens = self.apply_layer(point_tokens, center_tokens)
             trajectory.append(self.embedding.centers(center_tokens))
         return ModelResult(X, trajectory, self.embedding.assignments(point_tokens) if steps > 0 else None)
+
+    def result(
+        self, X: Tensor, trajectory: list[Tensor], assignments: Tensor | None, **measured: Tensor
+    ) -> ModelResult:
+        """The :class:`ModelResult` of a pass of this model computed elsewhere (the whole pass of
+        :class:`kmtlib.fast.WholePass`, with the ``labels`` and ``objective`` it measured)."""
+        return ModelResult(X, trajectory, assignments, **measured)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> Path:
@@ -272,177 +266,9 @@ class KMeansTransformer(nn.Module):
         return path
 
 
-class WholePass:
-    """A fixed-weight model's whole forward pass by one kernel (:mod:`kmtlib.fast.whole_pass`),
-    asked for by name where its speed is wanted, as ``torch.compile(model)`` is::
-
-        whole = kmtlib.whole_pass(model)
-        result = whole(X, C0, steps)          # as model(X, C0, steps), the same result type
-
-    The kernel keeps coordinate-major point tokens, updates them in place and, in Theorem 2.1's
-    limit, reads the objective from the assignment the tokens hold; it computes
-    :meth:`KMeansTransformer.forward`'s numbers (centres within float64 rounding, the order of its
-    sums differs; labels and hard assignments bitwise: ``tests/test_kernels.py``). Where it does not apply (a
-    re-embedding or learning layer, autograd, another map) the call is ``model(X, C0, steps)``.
-    The compiled blocks and scratch memory are this object's, kept from call to call."""
-
-    def __init__(self, model: KMeansTransformer) -> None:
-        if not isinstance(model, KMeansTransformer):
-            raise TypeError(f"whole_pass takes a KMeansTransformer, got {type(model).__name__}")
-        self.model = model
-        self.kernel = fast_path.LimitPass()
-
-    def applies(self, X: torch.Tensor, C0: torch.Tensor) -> bool:
-        """Whether the kernel runs the pass on these inputs (:func:`kmtlib.fast.uses_limit_kernel`;
-        inputs that are not tensors go to the model, which says what is wrong)."""
-        model, tensors = self.model, isinstance(X, torch.Tensor) and isinstance(C0, torch.Tensor)
-        return tensors and fast_path.uses_limit_kernel(model.config, model.parameters(), model.training, X, C0)
-
-    def __call__(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> ClusteringResult:
-        """``model(X, C0, steps)`` by the kernel: a :class:`ModelResult` with the labels and the
-        objective it measured."""
-        model = self.model
-        if not self.applies(X, C0):
-            return model(X, C0, steps)
-        steps = model._checked(X, C0, steps)
-        trajectory, objectives, labels, point_tokens = self.kernel.run(model.layer, model.embedding, X, C0, steps, True)
-        assignments = model.embedding.assignments(point_tokens) if steps > 0 else None
-        assert labels is not None  # (measured)
-        return ModelResult(X, trajectory, assignments, labels=labels, objective=torch.stack(objectives, dim=1))
-
-    def final_centers(self, X: torch.Tensor, C0: torch.Tensor, steps: int = 1) -> torch.Tensor:
-        """The centres (B, k, d) after ``steps`` layers, bitwise ``self(X, C0, steps).final_centers``,
-        without measuring the objective of every step (for a caller that measures its own, as the
-        estimator does: about a third of the kernel's work)."""
-        model = self.model
-        if not self.applies(X, C0):
-            return model(X, C0, steps).final_centers
-        steps = model._checked(X, C0, steps)
-        return self.kernel.run(model.layer, model.embedding, X, C0, steps, False)[0][-1]
-
-
-def whole_pass(model: KMeansTransformer) -> WholePass:
+def whole_pass(model: KMeansTransformer) -> fast_path.WholePass:
     """``model``'s whole forward pass by one kernel, a callable with the model's signature
-    (:class:`WholePass`): what a caller that wants the fixed-weight models' speed asks for."""
-    return WholePass(model)
-
-
-@torch.no_grad()
-def symmetrised(model: KMeansTransformer) -> KMeansTransformer:
-    """The layer ``model`` (one k, one-hot tokens) averaged over all renumberings of its clusters: the
-    same configuration with ``any_k``, each query, key and value map replaced by
-    :meth:`EquivariantMap.from_linear` of it. The result runs at any k; at the model's own k it is
-    the layer a permutation-equivariant training would have to find near the trained one."""
-    config = model.config
-    if config.any_k or config.embedding != "onehot":
-        raise ValueError("symmetrised() takes a layer of one k with one-hot tokens")
-    out = KMeansTransformer(config.replace(any_k=True, origin=f"symmetrised({config.origin})"))
-    dtype = next(model.parameters()).dtype
-    out = out.to(dtype)
-    for name, block in model.layer.blocks.items():
-        for role, linear in zip(("query", "key", "value"), block.linear_maps()):
-            projection = EquivariantMap.from_linear(linear, config.d)
-            getattr(out.layer.blocks[name], role).load_state_dict(projection.state_dict())
-    return out.to(next(model.parameters()).device).train(model.training)
-
-
-# ------------------------------------------------------------------------------------ the trained layer's domain
-# A trained layer has only seen tasks of one position and scale (the paper's tasks, every
-# coordinate rescaled to [0, 1], or the broad family that TransformerKMeans maps a user's data
-# into). On data shrunk, grown or shifted away from them its centres can end worse than where
-# they started; the bare model says so rather than returning such centres without a word.
-
-DOMAIN_MARGIN = 1.5
-"""How far beyond its training tasks a trained layer's input may reach before it warns: a factor on
-the spread (either way) and, times the largest training spread, the distance the mean may move
-beyond the farthest training mean (:class:`TrainingDomain`)."""
-
-PAPER_SPREAD, PAPER_OFFSET = (0.12, 0.34), 0.2
-"""The documented range of the paper's training tasks (:func:`kmtlib.sample_tasks`, normal family,
-scale 0.1, any d and k): the spread per coordinate of a task's points (measured between 0.13 and
-0.33 over d = 1..64, k = 2..20) and the offset of its mean from the middle of the unit cube (at
-most 0.18); the broad family has spread ``sqrt(TARGET_TOTAL_VARIANCE / d)`` and offset below 0.5
-(mean 0.5 in the coordinates a task fills, 0 in the others)."""
-
-
-@dataclass(frozen=True)
-class TrainingDomain:
-    """Where a trained layer's training tasks lie, task by task: the ``spread`` of a task (the
-    root-mean-square distance of its points from their mean, per coordinate: ``sqrt(total variance
-    / d)``) between ``spread_low`` and ``spread_high``, and its ``offset`` (the root-mean-square
-    distance per coordinate of its mean from the middle of the unit cube) at most ``offset``.
-    ``source`` says where the numbers come from. A model file records it (format 4: measured on the
-    run's validation tasks); an older file falls back to :meth:`documented`."""
-
-    spread_low: float
-    spread_high: float
-    offset: float
-    source: str
-
-    @classmethod
-    def of_tasks(cls, tasks: list[torch.Tensor], source: str) -> TrainingDomain:
-        """The range of these tasks (each (B, n, d)), measured."""
-        spread, offset = (torch.cat(v) for v in zip(*(task_spread_and_offset(X) for X in tasks)))
-        return cls(float(spread.min()), float(spread.max()), float(offset.max()), source)
-
-    @classmethod
-    def documented(cls, d: int) -> TrainingDomain:
-        """The documented range of both families kmtlib trains on, for a file that records none:
-        the paper's tasks (:data:`PAPER_SPREAD`, :data:`PAPER_OFFSET`) and the broad ones."""
-        broad = math.sqrt(TARGET_TOTAL_VARIANCE / d)
-        low, high = min(PAPER_SPREAD[0], broad), max(PAPER_SPREAD[1], broad)
-        return cls(low, high, max(PAPER_OFFSET, CENTRE), "the documented range of the paper's and the broad tasks")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def outside(self, X: torch.Tensor) -> str | None:
-        """What lies outside the domain in the points X (B, n, d), or None."""
-        spread, offset = task_spread_and_offset(X)
-        low, high = self.spread_low / DOMAIN_MARGIN, self.spread_high * DOMAIN_MARGIN
-        reach = self.offset + DOMAIN_MARGIN * self.spread_high
-        if bool((spread < low).any()) or not bool((spread <= high).all()):
-            return f"a spread of {spread.min():.3g} to {spread.max():.3g} per coordinate, not {low:.3g} to {high:.3g}"
-        if not bool((offset <= reach).all()):
-            return f"a mean {offset.max():.3g} per coordinate from the unit cube's middle, beyond {reach:.3g}"
-        return None
-
-
-def task_spread_and_offset(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per task of X (B, n, d): the spread (the root-mean-square distance of the points from their
-    mean, per coordinate) and the offset (of the mean from the middle of the unit cube, per coordinate)."""
-    X = X.detach().double()
-    mean = X.mean(dim=1, keepdim=True)
-    return ((X - mean) ** 2).mean(dim=(1, 2)).sqrt(), ((mean[:, 0] - CENTRE) ** 2).mean(dim=-1).sqrt()
-
-
-class OutsideTrainingDomainWarning(UserWarning):
-    """The warning of a trained layer run on points outside its training domain (a ``UserWarning``,
-    of its own class so that a caller who expects it, and says so in words, can catch it alone)."""
-
-
-def warn_outside_training_domain(X: torch.Tensor, domain: TrainingDomain) -> None:
-    """Warn (a UserWarning at the caller's line, naming the range) where the points X (B, n, d) of
-    some task lie outside the trained layer's domain: shrunk, grown or shifted beyond its training
-    tasks by more than :data:`DOMAIN_MARGIN`. Changes nothing. (The data ``TransformerKMeans`` maps
-    into the domain lie within it; the initial centres are not checked, since a seeding may pick a
-    far outlier of such data.)"""
-    found = domain.outside(X)
-    if found is not None:
-        warnings.warn(
-            f"the trained layer was trained on tasks of spread {domain.spread_low:.3g} to {domain.spread_high:.3g} per "
-            f"coordinate and mean within {domain.offset:.3g} of the unit cube's middle ({domain.source}); these points "
-            f"have {found}: its centres may end worse than where they started. Map the data into its domain first "
-            f"(kmtlib.TransformerKMeans does: mean 0.5 per coordinate, total variance {TARGET_TOTAL_VARIANCE:g})",
-            OutsideTrainingDomainWarning, stacklevel=_caller_level(),
-        )  # fmt: skip
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside kmtlib and torch: the caller's line (past the
-    model's ``__call__`` and any ``torch.no_grad`` wrapper)."""
-    inside = (os.path.dirname(__file__), os.path.dirname(torch.__file__))
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
-        frame, level = frame.f_back, level + 1
-    return level
+    (:class:`kmtlib.fast.WholePass`): what a caller that wants the fixed-weight models' speed asks for."""
+    if not isinstance(model, KMeansTransformer):
+        raise TypeError(f"whole_pass takes a KMeansTransformer, got {type(model).__name__}")
+    return fast_path.WholePass(model)

@@ -124,14 +124,14 @@ def test_hard_attention_masked_rows():
 # ----------------------------------------------------------------------------- linear
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_hard_weights_skip_the_normaliser_only_when_every_row_has_one_winner(dtype):
-    from kmtlib.attention import unnormalised_weights_
+    from kmtlib.kernels.weights import unnormalised_row_weights_
 
     scores = torch.tensor([[[0.0, 2.0, 1.0], [3.0, -1.0, 0.5], [0.2, 0.1, 0.0]]], dtype=dtype)
-    U, Z = unnormalised_weights_("hardmax", scores.clone(), math.inf)
+    U, Z = unnormalised_row_weights_(scores.clone(), math.inf, hard=True)
     assert Z is None and torch.equal(U, torch.tensor([[[0.0, 1, 0], [1, 0, 0], [1, 0, 0]]], dtype=dtype))
     # a tie (two winners) next to a NaN row (none): the total is still one per row, the counts are not
     tied = torch.tensor([[[1.0, 1.0, 0.0], [math.nan, 0.0, 0.0], [0.0, 5.0, 1.0]]], dtype=dtype)
-    U, Z = unnormalised_weights_("hardmax", tied.clone(), math.inf)
+    U, Z = unnormalised_row_weights_(tied.clone(), math.inf, hard=True)
     assert Z is not None and Z.view(-1).tolist() == [2.0, 0.0, 1.0]
     # the averaged hard attention is the same either way
     w = softmax_attention(tied.nan_to_num(-1e30), math.inf)

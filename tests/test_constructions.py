@@ -304,6 +304,24 @@ def test_huge_gamma_on_large_scale_data_is_stable():
         torch.testing.assert_close(out.centers, kmtlib.lloyd(X, C0, 5).centers, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize(("gamma", "scale"), [(1e39, 1.0), (3e38, 1.0), (1e36, 100.0)])
+def test_extreme_gamma_in_float32_gives_the_formulas_finite_centres_on_every_path(gamma, scale):
+    """gamma beyond float32's range (1e39), or whose scores overflow it on data of a larger scale:
+    the default path ends where the formula does (which shifts the scores before the temperature
+    and never overflows), finite, instead of a RuntimeError or NaN from the soft-max kernel."""
+    X = kmtlib.sample_tasks(4, 60, 2, 3, generator=10) * scale
+    C0 = kmtlib.init_centers(X, 3, generator=11)
+    model = KMeansTransformer.from_theorem(2, 3, gamma=gamma)
+    assert X.dtype == torch.float32 and model.fast
+    fast = model(X, C0, 4)
+    model.fast = False
+    formula = model(X, C0, 4)
+    assert torch.isfinite(fast.centers).all()
+    assert torch.equal(fast.centers, formula.centers)
+    whole = kmtlib.whole_pass(model)(X, C0, 4)
+    torch.testing.assert_close(whole.centers, formula.centers, rtol=1e-5, atol=1e-5 * scale)
+
+
 # ----------------------------------------------------------------------------- weights, config, persistence
 @pytest.mark.parametrize("attention", ["euclidean", "dot"])
 def test_weights_are_inspectable_and_the_theorems(attention):
@@ -606,7 +624,7 @@ def test_recycled_token_memory_never_changes_tokens_a_caller_keeps():
         model.apply_layer(*chain[-1])
     assert all(torch.equal(p, c) for (p, _), c in zip(chain, copies))
     # the whole pass's scratch memory (its own, not the model's) can be dropped; the next call makes it anew
-    whole.kernel.runner.scratch.clear()
+    whole.runner.scratch.clear()
     again = whole(X, C0, steps=4)
     assert not hasattr(model, "limit_runner")
     assert torch.equal(again.assignments, kept[0]) and torch.equal(again.centers, results[0].centers)

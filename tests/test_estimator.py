@@ -259,6 +259,63 @@ def test_given_model_is_copied_not_changed():
     assert model.training
 
 
+def test_the_shipped_layer_is_shared_read_only_not_copied_per_fit(monkeypatch):
+    """model="learned": every fit runs the one shipped layer loaded per process (no copy per fit),
+    and leaves its weights, mode and settings as they were."""
+    import copy
+
+    from kmtlib.estimator.model import shared_pretrained_model
+
+    shared = shared_pretrained_model(torch.device("cpu"))
+    before = {name: t.clone() for name, t in shared.state_dict().items()}
+    copies: list[object] = []
+    deepcopy = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, *a: copies.append(x) or deepcopy(x, *a))
+    X, _ = make_blobs(200, n_features=3, centers=4, random_state=5)
+    for seed in (0, 1):
+        TransformerKMeans(4, n_init=2, random_state=seed).fit(X)
+    assert not any(isinstance(c, KMeansTransformer) for c in copies), "a fit copied the shipped layer"
+    assert shared_pretrained_model(torch.device("cpu")) is shared and not shared.training and shared.fast
+    assert all(torch.equal(t, before[name]) for name, t in shared.state_dict().items())
+
+
+def test_the_polish_builds_its_distance_frame_once_with_the_same_numbers(monkeypatch):
+    """The polish takes its distances in one DistanceFrame built before its first step (as
+    scikit-learn computes the points' squared norms once), with the centres and labels of Lloyd's
+    steps that build it anew at every step; data far from the origin (a shifted frame) and data
+    with empty clusters included."""
+    from kmtlib.estimator.fit import onto_farthest_points
+    from kmtlib.estimator.reported import as_task
+    from kmtlib.lloyd import lloyd_step_unchecked
+    from kmtlib.objective import DistanceFrame
+
+    def per_step(X, centers, max_iter=300):  # (the polish as it was: a frame at every step)
+        mean = X.mean(axis=0)
+        Xt = as_task(X - mean).expand(centers.shape[0], *X.shape)
+        C, labels = torch.as_tensor(centers - mean, dtype=torch.float64), None
+        for _ in range(max_iter):
+            previous = C
+            C, new, counts = lloyd_step_unchecked(Xt, C, empty="keep")
+            C = onto_farthest_points(Xt, previous, new, counts == 0, C)
+            if labels is not None and torch.equal(new, labels):
+                break
+            labels = new
+        return C.numpy() + mean
+
+    rng = np.random.default_rng(11)
+    data = {"blobs": make_blobs(300, n_features=3, centers=5, random_state=2)[0],
+            "far": rng.normal(1e9, 3.0, size=(200, 2)), "few distinct": np.repeat(rng.normal(size=(3, 2)), 20, axis=0)}
+    built = []
+    of = DistanceFrame.of.__func__
+    monkeypatch.setattr(DistanceFrame, "of", classmethod(lambda cls, *a, **kw: built.append(1) or of(cls, *a, **kw)))
+    for name, X in data.items():
+        starts = np.stack([X[rng.choice(len(X), 5, replace=False)] for _ in range(3)])
+        built.clear()
+        once = lloyd_to_fixed_point(X, starts)
+        assert len(built) == 1, f"{name}: the polish built {len(built)} distance frames"
+        assert np.array_equal(once, per_step(X, starts)), name
+
+
 def test_bad_init_and_data():
     with pytest.raises(ValueError, match=r"init must have shape \(n_clusters, n_features\) = \(2, 3\), got \(2, 4\)"):
         TransformerKMeans(2, init=np.zeros((2, 4))).fit(X_SMALL)

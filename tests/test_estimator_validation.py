@@ -32,7 +32,7 @@ def _counted(call):
         _checks.check_points.__code__: "check_points",
         LLOYD._move_centers.__code__: "lloyd step",
     }
-    model_entry = KMeansTransformer._checked.__code__
+    model_entry = KMeansTransformer.checked_steps.__code__
     counts: Counter[str] = Counter()
 
     def profile(frame, event, arg):

@@ -118,13 +118,13 @@ def _fast_and_plain(model: KMeansTransformer, X: torch.Tensor, C0: torch.Tensor,
     when asked for by name) and by the model's loop: the layer step, with the blocks' kernels and
     with the formula (those two the same numbers)."""
     calls = []
-    kernel = whole_pass_module.LimitPass.run
+    kernel = whole_pass_module.WholePass.run
 
     def counted(*args, **kwargs):
         calls.append(1)
         return kernel(*args, **kwargs)
 
-    monkeypatch.setattr(whole_pass_module.LimitPass, "run", counted)
+    monkeypatch.setattr(whole_pass_module.WholePass, "run", counted)
     with torch.no_grad():
         assert model.fast and uses_limit_kernel(model, X, C0)
         fast = kmtlib.whole_pass(model)(X, C0, steps=steps)

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from kmtbook import publish
+from kmtbook import publish, publish_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDRESS = "https://example.org/kmt-book"
@@ -333,7 +333,7 @@ def _failing_after(calls: int, error: int, real, once: bool = False):
 
 @pytest.mark.parametrize("calls", [1, 3])
 def test_a_full_disk_while_copying_leaves_the_site_as_it_was(tmp_path, capsys, site, monkeypatch, calls):
-    monkeypatch.setattr(publish, "_copy_file", _failing_after(calls, errno.ENOSPC, publish._copy_file))
+    monkeypatch.setattr(publish_inputs, "_copy_file", _failing_after(calls, errno.ENOSPC, publish_inputs._copy_file))
     _refused(capsys, [site, "--html", _build(tmp_path, "second", "second", "v0.2.0"), "--version", "v0.2.0",
                       "--address", ADDRESS], site, "No space left on device", "the site is as it was")
     assert not list(site.glob(".publish-*"))

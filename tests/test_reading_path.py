@@ -1,6 +1,7 @@
 """The reading path of one forward pass (scripts/reading_path.py): on the formula path it stays in
-the top level of kmtlib, within 6 files and 300 lines of code; on the default path (``model.fast``)
-within 8 files and 400; both run the layer's own step, :meth:`kmtlib.layer.KMeansLayer.forward`
+the top level of kmtlib (but for a trained layer's domain check, ``domain/trained.py``, one file
+more), within 6 files and 290 lines of code; on the default path (``model.fast``) within 8 files
+and 400; both run the layer's own step, :meth:`kmtlib.layer.KMeansLayer.forward`
 (what a breakpoint there sees); CONTRIBUTING.md prints the figures the script measures."""
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ def _script():
     return module
 
 
-AIMS = {"formula path": (6, 300), "default path": (8, 400)}
+AIMS = {"formula path": (6, 290), "default path": (8, 400)}
 """The aim of CONTRIBUTING.md per path: one forward pass read in at most this many files and lines of code."""
+
+DOMAIN_CHECK = "domain/trained.py"
+"""The one file below the top level that the formula path may enter: a trained layer's warning on data
+outside its training domain (issue 54 puts it in ``domain/``). It counts, lines and file; a formula path
+that enters it may have one file more."""
 
 
 def test_both_paths_stay_within_their_aim_and_contributing_prints_their_figures():
@@ -34,11 +40,12 @@ def test_both_paths_stay_within_their_aim_and_contributing_prints_their_figures(
     for name, build in script.MODELS.items():
         for path, fast in script.PATHS.items():
             per_file = script.measure(build, fast)
-            if not fast:
-                below = sorted(str(p.relative_to(script.PACKAGE)) for p in per_file if p.parent != script.PACKAGE)
-                assert below == [], f"{name}: the formula path leaves the top level: {below}"
             files, lines = len(per_file), sum(map(len, per_file.values()))
             most_files, most_lines = AIMS[path]
+            if not fast:
+                below = sorted(str(p.relative_to(script.PACKAGE)) for p in per_file if p.parent != script.PACKAGE)
+                assert below in ([], [DOMAIN_CHECK]), f"{name}: the formula path leaves the top level: {below}"
+                most_files += len(below)
             assert files <= most_files and lines <= most_lines, f"{name}, {path}: {files} files, {lines} lines of code"
             figure.append(f"{name}, {path}: {files} files, {lines} lines of code")
     contributing = (ROOT / "CONTRIBUTING.md").read_text()

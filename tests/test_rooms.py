@@ -39,6 +39,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.domain.broad_tasks": "maths",
     "kmtlib.domain.domain_map": "maths",
     "kmtlib.domain.frame": "maths",
+    "kmtlib.domain.trained": "maths",
     "kmtlib.init": "maths",
     "kmtlib.lloyd": "maths",
     "kmtlib.objective": "maths",
@@ -76,6 +77,7 @@ ROOMS: dict[str, str] = {
     "kmtlib.io": "model",
     "kmtlib.io.model_file": "model",
     "kmtlib.variants": "model",
+    "kmtlib.variants.attention_maps": "model",
     "kmtlib.variants.circuit": "model",
     "kmtlib.variants.kmedoids": "model",
     "kmtlib.variants.robust": "model",
@@ -128,8 +130,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def kmtlib_modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def kmtlib_modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """The modules of ``package`` (kmtlib, or the book's tooling kmtbook) by dotted name."""
+    return {module_name(p): p for p in sorted(package.rglob("*.py"))}
 
 
 def imported_names(node: ast.Import | ast.ImportFrom, package: str, modules: set[str]) -> list[str]:
@@ -144,32 +147,35 @@ def imported_names(node: ast.Import | ast.ImportFrom, package: str, modules: set
     else:
         source = node.module or ""
     submodules = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
-    if source != "kmtlib" or len(submodules) < len(node.names):  # (a name of the package itself)
+    if source != package.split(".")[0] or len(submodules) < len(node.names):  # (a name of the package itself)
         return [*submodules, source]
     return submodules
 
 
 def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The kmtlib modules that module ``name`` (file ``path``) imports, anywhere in the file."""
+    """The modules of its own package (kmtlib or kmtbook) that module ``name`` (file ``path``)
+    imports, anywhere in the file."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    top = name.split(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
         for target in imported_names(node, package, modules):
-            # importing a.b.c runs the packages a.b (but not kmtlib itself, which every import runs,
+            # importing a.b.c runs the packages a.b (but not the package itself, which every import runs,
             # nor the module's own packages, which have run before it)
             parts = target.split(".")
             prefixes = (".".join(parts[:i]) for i in range(2, len(parts) + 1))
             found.update(p for p in prefixes if p in modules and not name.startswith(p + "."))
-            if target == "kmtlib":
+            if target == top:
                 found.add(target)
     found.discard(name)
-    return {m for m in found if m == "kmtlib" or m.startswith("kmtlib.")}
+    return {m for m in found if m == top or m.startswith(top + ".")}
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = kmtlib_modules()
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the modules of its own package it imports, for kmtlib or another package (kmtbook)."""
+    modules = kmtlib_modules(package)
     return {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
 
 
@@ -263,6 +269,24 @@ def test_every_module_has_a_room():
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycle_in_the_book_tooling():
+    """kmtbook, read the same way, has no import cycle either (lazy imports included)."""
+    cycle = find_cycle(import_graph(ROOT / "kmtbook"))
+    assert cycle is None, "import cycle in kmtbook: " + " -> ".join(cycle or [])
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A leading underscore is private to its module (CONTRIBUTING.md: a function that skips its
+    checks is ``<name>_unchecked``): no module of kmtlib imports another's ``_name``."""
+    offenders = []
+    for name, path in kmtlib_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("kmtlib")):
+                offenders += [f"{name} imports {a.name} from {node.module}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    assert not offenders, offenders
 
 
 def test_rooms_import_down_only():

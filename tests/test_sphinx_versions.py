@@ -71,7 +71,7 @@ def test_the_launch_button_opens_the_version_read(monkeypatch):
 def test_every_chapter_has_a_binder_button():
     import yaml
 
-    from kmtbook.chapter import REPO_ROOT
+    from kmtbook.repo_root import REPO_ROOT
 
     config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
     assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"

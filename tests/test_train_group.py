@@ -26,7 +26,8 @@ from _helpers import kill_training_command, log_without_wall, one_thread  # noqa
 from kmtlib.fast.run_stack import RunStack
 from kmtlib.init import init_centers
 from kmtlib.io.model_file import load_model
-from kmtlib.losses import _smoothed_objective
+from kmtlib.layer import update
+from kmtlib.losses import smoothed_objective_unchecked
 from kmtlib.training import TrainConfig, derive_seeds, group_problem, read_log, train, train_group
 from kmtlib.training.cli import main
 from kmtlib.training.state import new_training_state
@@ -71,7 +72,8 @@ def _one_step(configs: list[TrainConfig], stacked: bool, products: str = "auto")
         C1 = RunStack([s.model for s in states], products=products).step(torch.stack(xs), torch.stack(cs))
     else:
         C1 = torch.stack([s.model.step(X, C) for s, X, C in zip(states, xs, cs)])
-    losses = [_smoothed_objective(X, C1[i], c.loss_inv_temp).mean() for i, (X, c) in enumerate(zip(xs, configs))]
+    losses = [smoothed_objective_unchecked(X, C1[i], c.loss_inv_temp).mean()
+              for i, (X, c) in enumerate(zip(xs, configs))]  # fmt: skip
     torch.stack(losses).sum().backward()
     grads = [{n: p.grad.clone() for n, p in s.model.named_parameters()} for s in states]
     return C1.detach(), grads
@@ -94,6 +96,35 @@ def test_stacked_pass_equals_the_models_one_by_one(products, embedding, dtype, r
     same_grads = all(torch.equal(a[n], b[n]) for a, b in zip(g_stack, g_single) for n in a)
     bitwise = torch.equal(C_stack, C_single) and same_grads
     record_property("bitwise", bitwise)
+
+
+def test_the_stacked_step_runs_the_layers_own_update():
+    """A profile hook on kmtlib.layer.update (what a breakpoint there would do) sees the stacked
+    step of training enter it, once a step, with the runs' blocks and the stack's attention, as
+    the layer's own forward does with its blocks: the update is written once, not again for the
+    run axis."""
+    configs = _configs(embedding="onehot", dtype="float64")
+    states = [new_training_state(c, torch.device("cpu"), derive_seeds(c.seed)) for c in configs]
+    stack = RunStack([s.model for s in states])
+    X = torch.stack([sample_batch(c, s.generators["train"], torch.device("cpu"), torch.float64)
+                     for c, s in zip(configs, states)])  # fmt: skip
+    C = X[:, :, : configs[0].k].clone()
+    calls: list[tuple[str, object]] = []
+
+    def breakpoint_stand_in(frame, event, arg):
+        if event == "call" and frame.f_code is update.__code__:
+            calls.append((frame.f_back.f_code.co_qualname, frame.f_locals["attend"]))
+
+    sys.setprofile(breakpoint_stand_in)
+    try:
+        with torch.no_grad():
+            stack.step(X, C)
+            stack.step(X, C)
+            states[0].model.step(X[0], C[0])
+    finally:
+        sys.setprofile(None)
+    assert [caller for caller, _ in calls] == ["RunStack.step", "RunStack.step", "KMeansLayer.forward"]
+    assert all(attend == stack.attention for _, attend in calls[:2])
 
 
 def test_group_reproduces_single_runs(tmp_path, record_property):

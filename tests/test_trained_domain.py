@@ -15,11 +15,11 @@ import torch
 
 import kmtlib
 from kmtlib.domain.broad_tasks import sample_broad_tasks
+from kmtlib.domain.trained import TrainingDomain
 from kmtlib.estimator import pretrained_model
 from kmtlib.init import init_centers
 from kmtlib.io.model_file import ModelFileError
 from kmtlib.training import train
-from kmtlib.transformer import TrainingDomain
 
 CASES = {"shrunk 1e-3": lambda X: X * 1e-3, "shrunk 0.3": lambda X: X * 0.3, "grown 1e4": lambda X: X * 1e4,
          "shifted 1.5": lambda X: X + 1.5}  # fmt: skip

@@ -27,16 +27,16 @@ from _helpers import chisquare_pvalue, min_assignment_margin
 
 import kmtlib
 from kmtlib import KMeansTransformer, lloyd
-from kmtlib.attention import (
-    ATTENTION_MAPS,
+from kmtlib.attention import ATTENTION_MAPS
+from kmtlib.reference import randomised_kmedoids, robust_kmeans
+from kmtlib.reference.kmedoids import medoid_costs, medoid_indices, pairwise_sq_distances
+from kmtlib.reference.robust import masked_entmax, masked_sparsemax, robust_support
+from kmtlib.variants.attention_maps import (
     entmax15_attention,
     entmax_attention,
     gumbel_max_attention,
     sparsemax_attention,
 )
-from kmtlib.reference import randomised_kmedoids, robust_kmeans
-from kmtlib.reference.kmedoids import medoid_costs, medoid_indices, pairwise_sq_distances
-from kmtlib.reference.robust import masked_entmax, masked_sparsemax, robust_support
 
 entmax = pytest.importorskip("entmax")  # (extra "variants": installed in CI, so these run)
 kmedoids = pytest.importorskip("kmedoids")

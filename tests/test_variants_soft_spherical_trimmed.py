@@ -25,9 +25,10 @@ from trimkmeans.trimkmeans import TrimKMeans
 
 import kmtlib
 from kmtlib import KMeansTransformer, lloyd
-from kmtlib.attention import get_attention_map, normmax_attention, topk_attention
+from kmtlib.attention import get_attention_map
 from kmtlib.reference import soft_kmeans, spherical_kmeans, trimmed_kmeans
 from kmtlib.reference.trimmed import trimmed_keep, trimmed_objective
+from kmtlib.variants.attention_maps import normmax_attention, topk_attention
 
 F64 = torch.float64
 MARGIN = 1e-9

@@ -16,7 +16,6 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from ..chapter import find_repo_root
 from ..citation import BookCitation, read_cff, read_citation, site_address, version_slot
 from ..figure_files import (
     PublishedFigure,
@@ -25,6 +24,7 @@ from ..figure_files import (
     published_figure,
 )
 from ..figure_metadata import caption_title
+from ..repo_root import find_repo_root
 from .pages import (
     link,
     output_folder,

@@ -15,8 +15,9 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from ..chapter import find_repo_root, parse_describe
+from ..chapter import parse_describe
 from ..paper_figures import reproduces
+from ..repo_root import find_repo_root
 
 logger = logging.getLogger(__name__)
 
@@ -213,8 +214,10 @@ def pages_in_order(app: Sphinx) -> list[str]:
 # --------------------------------------------------------------------------- tables
 
 
-def make_table(headers: list[str], rows: list[list[Any]], widths: list[int] | None = None,
-               classes: tuple[str, ...] = ()) -> nodes.table:
+def table_frame(headers: list[str], widths: list[int] | None = None,
+                classes: tuple[str, ...] = ()) -> tuple[nodes.table, nodes.tbody]:
+    """A book table (class ``kmt-table`` and ``classes``) with its columns of relative ``widths`` and
+    its header row, and its empty body, to which the caller adds the rows."""
     table = nodes.table(classes=["kmt-table", *classes])
     group = nodes.tgroup(cols=len(headers))
     table += group
@@ -228,6 +231,14 @@ def make_table(headers: list[str], rows: list[list[Any]], widths: list[int] | No
     head += row
     body = nodes.tbody()
     group += body
+    return table, body
+
+
+def make_table(headers: list[str], rows: list[list[Any]], widths: list[int] | None = None,
+               classes: tuple[str, ...] = ()) -> nodes.table:
+    """A book table (:func:`table_frame`) of these rows: a cell is a value, a node, or a list of
+    them (a paragraph node in the list starts a new line of the cell)."""
+    table, body = table_frame(headers, widths, classes)
     for cells in rows:
         row = nodes.row()
         for cell in cells:

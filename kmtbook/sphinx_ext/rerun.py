@@ -15,6 +15,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from .pages import table_frame
+
 logger = logging.getLogger(__name__)
 
 RERUN_CLASS = "kmt-rerun"
@@ -157,19 +159,7 @@ def _parameter_table(rows: list[dict[str, Any]], built_with: str | None) -> node
     from ..parameters import PROFILES
 
     headers = ["parameter", "type", "meaning", *(f"{p} (this page)" if p == built_with else p for p in PROFILES)]
-    table = nodes.table(classes=["kmt-table", "kmt-parameters", "colwidths-given"])
-    group = nodes.tgroup(cols=len(headers))
-    table += group
-    for width in (20, 12, 29, 13, 13, 13):
-        group += nodes.colspec(colwidth=width)
-    head = nodes.thead()
-    group += head
-    row = nodes.row()
-    for header in headers:
-        row += nodes.entry("", nodes.paragraph(text=header))
-    head += row
-    body = nodes.tbody()
-    group += body
+    table, body = table_frame(headers, [20, 12, 29, 13, 13, 13], ("kmt-parameters", "colwidths-given"))
     for item in rows:
         row = nodes.row()
         row += nodes.entry("", nodes.paragraph("", "", nodes.literal(text=item["name"])))

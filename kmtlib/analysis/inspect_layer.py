@@ -42,7 +42,7 @@ from .._numerics import MAX_SCORE_ELEMENTS
 from ..chunks import chunk_size, in_chunks
 from ..layer import BLOCK_NAMES, KMeansLayer
 from ..lloyd import lloyd_step
-from ..objective import _kmeans_objective, assignment_cost, nearest_center
+from ..objective import assignment_cost, kmeans_objective_unchecked, nearest_center
 from ..transformer import KMeansTransformer
 
 __all__ = [
@@ -213,7 +213,7 @@ class LayerMaps:
 def _check_inputs(model: KMeansTransformer, X: torch.Tensor, C: torch.Tensor) -> None:
     check_points(X)
     check_centers(C, X, name="C")
-    model._checked(X, C, 0, warn=False)
+    model.checked_steps(X, C, 0, warn=False)
 
 
 @torch.no_grad()
@@ -459,9 +459,9 @@ def compare_with_lloyd(
         step_ratio=ratio,
         cosine=cosine,
         nearest_own_mean=own & ~empty,
-        objective_before=_kmeans_objective(X, C),
-        objective_model=_kmeans_objective(X, new),
-        objective_lloyd=_kmeans_objective(X, M),
+        objective_before=kmeans_objective_unchecked(X, C),
+        objective_model=kmeans_objective_unchecked(X, new),
+        objective_lloyd=kmeans_objective_unchecked(X, M),
         fixed_model=assignment_cost(X, new, labels),
         fixed_lloyd=assignment_cost(X, M, labels),
         n_empty=empty.sum(-1),

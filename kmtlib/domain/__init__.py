@@ -9,6 +9,8 @@ layer for real data; skip it to learn how the circuit works.
 * :mod:`.frame`: the data's own frame (mean and principal axes, each with a sign fixed by the data);
 * :mod:`.domain_map`: the map from a user's space into a trained layer's domain and back
   (:class:`~.domain_map.DomainMap`), which the estimator runs a model through.
+* :mod:`.trained`: the range of a trained layer's training tasks (:class:`~.trained.TrainingDomain`,
+  recorded in its model file) and the warning a bare trained layer gives on data outside it.
 
 This package imports none of its modules: import the one you need.
 """

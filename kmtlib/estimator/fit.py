@@ -17,6 +17,7 @@ import torch
 from ..domain.domain_map import DomainMap
 from ..init import greedy_trials, init_centers_unchecked
 from ..lloyd import lloyd_step_unchecked
+from ..objective import DistanceFrame
 from ..transformer import KMeansTransformer, whole_pass
 from .model import ATTENTION_BATCH_BYTES, attention_bytes
 from .params import FitSettings, given_centers
@@ -121,10 +122,13 @@ def lloyd_to_fixed_point(X: np.ndarray, centers: np.ndarray, max_iter: int = POL
     mean = X.mean(axis=0)
     Xt = as_task(X - mean).expand(centers.shape[0], *X.shape)
     C = torch.as_tensor(centers - mean, dtype=torch.float64)
+    # the distance frame once: every later centre is a mean of points or a point, within the
+    # range of the points and the start (the frame's shift depends on the points alone)
+    frame = DistanceFrame.of(Xt, C)
     labels = None
     for _ in range(max_iter):
         previous = C
-        C, new, counts = lloyd_step_unchecked(Xt, C, empty="keep")
+        C, new, counts = lloyd_step_unchecked(Xt, C, empty="keep", frame=frame)
         C = onto_farthest_points(Xt, previous, new, counts == 0, C)
         if labels is not None and torch.equal(new, labels):
             break

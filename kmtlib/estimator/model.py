@@ -39,27 +39,32 @@ def attention_bytes(m: int, itemsize: int) -> int:
     return 2 * m * m * itemsize
 
 
-@functools.lru_cache(maxsize=1)
-def _pretrained_any_k() -> KMeansTransformer:
-    """The shipped trained layer for any k, loaded once per process (callers copy it)."""
+@functools.cache
+def shared_pretrained_model(device: torch.device) -> KMeansTransformer:
+    """The shipped trained layer for any k on ``device``, loaded once per process and device and
+    shared by every fit, read-only: in eval mode, and a fit only runs it, under
+    ``torch.inference_mode`` (it changes no weight or setting of the model; a test checks this)."""
     with resources.as_file(resources.files("kmtlib") / "pretrained" / PRETRAINED_ANY_K) as path:
-        return load_model(path).eval()
+        return load_model(path).eval().to(device)
 
 
 def pretrained_model() -> KMeansTransformer:
-    """A fresh copy of the trained layer for any k that ``model="learned"`` uses (d = 32)."""
-    return copy.deepcopy(_pretrained_any_k())
+    """A fresh copy of the trained layer for any k that ``model="learned"`` uses (d = 32), the
+    caller's own to change or train."""
+    return copy.deepcopy(shared_pretrained_model(torch.device("cpu")))
 
 
-def resolve_model(spec: object, n_clusters: int, n_features: int) -> KMeansTransformer:
-    """The model ``spec`` names (``model=``) to run: a copy the estimator owns, in eval mode,
-    checked against k and d (a ValueError names ``model``)."""
+def resolve_model(spec: object, n_clusters: int, n_features: int, device: torch.device) -> KMeansTransformer:
+    """The model ``spec`` names (``model=``) to run on ``device``, in eval mode, checked against k
+    and d (a ValueError names ``model``): the shipped layer shared read-only
+    (:func:`shared_pretrained_model`), or a model the estimator owns (a given model is copied,
+    so that the user's stays as it was)."""
     if isinstance(spec, KMeansTransformer):
         model, name = copy.deepcopy(spec), f"the given model ({spec.config.origin})"
     elif isinstance(spec, str) and spec == "theorem":
-        return KMeansTransformer.from_theorem(n_features, n_clusters).to(torch.float64).eval()
+        return KMeansTransformer.from_theorem(n_features, n_clusters).to(torch.float64).eval().to(device)
     elif isinstance(spec, str) and spec == "learned":
-        model, name = pretrained_model(), "the learned model"
+        model, name = shared_pretrained_model(device), "the learned model"
     elif isinstance(spec, str | os.PathLike):
         if not os.path.isfile(spec):
             raise ValueError(f"model={spec!r} is neither 'learned', 'theorem' nor the path of a saved model file")
@@ -68,7 +73,7 @@ def resolve_model(spec: object, n_clusters: int, n_features: int) -> KMeansTrans
         raise ValueError(
             f"model must be 'learned', 'theorem', a path or a KMeansTransformer, got {type(spec).__name__}"
         )
-    model.eval()
+    model = model.eval().to(device)  # (the shared model is both already: nothing changes)
     if not model.config.reads_any_k and model.k != n_clusters:
         raise ValueError(
             f"{name} supports k={model.k} clusters only, but n_clusters={n_clusters}; "

@@ -167,7 +167,7 @@ class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clust
         n_samples, n_features = X.shape
         settings = check_params(self, n_samples)
         device = resolve_device(self.device)
-        model = resolve_model(self.model, settings.n_clusters, n_features).to(device)
+        model = resolve_model(self.model, settings.n_clusters, n_features, device)
         trained = model.config.trainable
         dtype = next(model.parameters()).dtype
         m = sample_size(n_samples, settings.sample_size, dtype.itemsize, device) if trained else n_samples

@@ -12,7 +12,7 @@ from the layer's configuration and the blocks' weights, read as plain data:
 * :mod:`.choice`: where a kernel applies (hard self-attention in closed form, the points'
   self-attention in the data's coordinates, Euclidean soft-max with its hand-written backward)
   and :func:`attend`, the block's attention by it;
-* :mod:`.whole_pass`: the whole forward pass of a fixed-weight model by
+* :mod:`.whole_pass`: :class:`WholePass`, the whole forward pass of a fixed-weight model by
   :mod:`kmtlib.kernels.limit_model`, which a caller asks for by name (:func:`kmtlib.whole_pass`);
 * :mod:`.run_stack`: S training runs of one shape in one pass (a leading run axis).
 """
@@ -20,6 +20,6 @@ from the layer's configuration and the blocks' weights, read as plain data:
 from __future__ import annotations
 
 from .choice import attend
-from .whole_pass import LimitPass, uses_limit_kernel
+from .whole_pass import WholePass, uses_whole_pass_kernel
 
-__all__ = ["LimitPass", "attend", "uses_limit_kernel"]
+__all__ = ["WholePass", "attend", "uses_whole_pass_kernel"]

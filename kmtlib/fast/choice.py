@@ -35,7 +35,25 @@ def attend(block: AttentionBlock, queries: torch.Tensor, keys: torch.Tensor) -> 
     kernel = attention_kernel(block)
     if kernel is None:
         return block(queries, keys)
-    return kernel(block.query(queries), block.key(keys), block.value(keys), p)
+    Q, K = block.query(queries), block.key(keys)
+    if not scores_fit(block, Q, K):
+        return block(queries, keys)  # (the formula scales after the soft-max's shift: it never overflows)
+    return kernel(Q, K, block.value(keys), p)
+
+
+def scores_fit(block: AttentionBlock, Q: torch.Tensor, K: torch.Tensor) -> bool:
+    """Whether the scores of :mod:`kmtlib.kernels.euclidean_softmax` on the projected queries Q and
+    keys K stay within their dtype's range: the kernel multiplies by ``2 * scale * gamma`` before
+    the soft-max's shift, and its scores are at most ``scale * gamma * (|q| + 3 max|k|)^2`` in size
+    (the keys centred on their mean). Where they would overflow (``gamma = 1e39`` in float32, or
+    ``gamma = 1e36`` on data of scale 100) the block's formula runs. A soft-max block of inverse
+    temperature at most 1 (the trainable layer's ``1/sqrt(D)``) is not measured: its scores stay
+    in range wherever its tokens' squares do (as the model's input checks ask)."""
+    s = block.config.inverse_temperature
+    if block.config.is_hard or s <= 1.0:  # (hard attention: no temperature in the kernel)
+        return True
+    q, k = (float(torch.linalg.vector_norm(T, dim=-1).amax()) for T in (Q, K))
+    return 2.0 * s * max(1.0, q + 3.0 * k) ** 2 < torch.finfo(Q.dtype).max
 
 
 def same_map(a: nn.Linear, b: nn.Linear) -> bool:
@@ -97,7 +115,7 @@ def attention_kernel(block: AttentionBlock) -> Kernel | None:
 
 
 def limit_block(block: AttentionBlock) -> LimitBlock:
-    """The block as :mod:`kmtlib.kernels.limit_model` reads it (where :func:`uses_limit_kernel`)."""
+    """The block as :mod:`kmtlib.kernels.limit_model` reads it (where :func:`uses_whole_pass_kernel`)."""
     c = block.config
     return LimitBlock(
         name=block.name,

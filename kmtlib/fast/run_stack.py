@@ -21,13 +21,10 @@ self-attention (SAX), the n x n work where the time goes, reads tokens ``[x; 0]`
 data's coordinates (:mod:`kmtlib.kernels.point_attention`), whose kernel takes one run's maps: it
 runs run by run, on B tasks each, as in a single run.
 
-The update is the one of :meth:`kmtlib.layer.KMeansLayer.forward` (Theorem 2.1's order, the reset
-added first), written here once more for the leading run axis::
-
-    X1 = X + SAX(X, X) + CAX(X, C)
-    C1 = C + SAC(C, C) + CAC(C, X1)
-
-``RunStack(models).step(X, C)`` equals ``models[s].step(X[s], C[s])`` for every s.
+The update is the layer's own, :func:`kmtlib.layer.update` (what :meth:`KMeansLayer.forward
+<kmtlib.layer.KMeansLayer.forward>` runs), called with the runs' blocks, block by block the S
+runs' blocks together (:attr:`RunStack.blocks`), and :meth:`RunStack.attention` as the attention
+of a block. ``RunStack(models).step(X, C)`` equals ``models[s].step(X[s], C[s])`` for every s.
 ``tests/test_train_group.py`` checks the forward pass and the gradients against the models one by
 one: to float tolerance for both kinds of products, and it reports whether they were equal to the
 last bit (with per-run products they are on the CPUs tried, since every product is then the single
@@ -48,7 +45,7 @@ from torch import nn
 from .._checks import check_choice
 from ..embedding import Embedding
 from ..kernels.euclidean_softmax import euclidean_attention, sample_dropped
-from ..layer import BLOCK_NAMES, KMeansLayer, LayerConfig
+from ..layer import BLOCK_NAMES, AttentionBlock, KMeansLayer, LayerConfig, update
 from .choice import attend, point_coordinates
 
 
@@ -154,9 +151,14 @@ class RunStack:
     def __len__(self) -> int:
         return len(self.models)
 
-    def attention(self, name: str, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Block ``name`` of every run: queries (S, B, m, D) over keys (S, B, r, D) -> (S, B, m, D)."""
-        blocks = [m.layer.blocks[name] for m in self.models]
+    @property
+    def blocks(self) -> dict[str, list[AttentionBlock]]:
+        """Each block of the layer, by name, as the S runs' blocks."""
+        return {name: [m.layer.blocks[name] for m in self.models] for name in BLOCK_NAMES}
+
+    def attention(self, blocks: list[AttentionBlock], queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """One block of every run (``blocks``, run s's block the s-th): queries (S, B, m, D) over
+        keys (S, B, r, D) -> (S, B, m, D); the ``attend`` of :func:`kmtlib.layer.update`."""
         if queries is keys:
             # The points' self-attention on tokens [x; 0]: each run's block, through the d-wide
             # kernel of kmtlib.kernels.point_attention (the n x n work, where the time goes).
@@ -194,10 +196,5 @@ class RunStack:
         tokens = [m.embedding.embed(X[s], C[s]) for s, m in enumerate(self.models)]  # (codes: per run's stream)
         point_tokens = torch.stack([points for points, _ in tokens])  # (S, B, n, D)
         centre_tokens = torch.stack([centres for _, centres in tokens])  # (S, B, k, D)
-        assign = self.attention("CAX", point_tokens, centre_tokens)
-        reset = self.attention("SAX", point_tokens, point_tokens)
-        point_tokens = point_tokens + reset + assign
-        means = self.attention("CAC", centre_tokens, point_tokens)
-        reset = self.attention("SAC", centre_tokens, centre_tokens)
-        centre_tokens = centre_tokens + reset + means
+        _, centre_tokens = update(self.blocks, point_tokens, centre_tokens, self.attention)
         return torch.stack([m.embedding.centers(centre_tokens[s]) for s, m in enumerate(self.models)])

@@ -25,17 +25,23 @@ from typing import Any
 
 import torch
 
+from ..domain.trained import TrainingDomain
 from ..embedding import embedding_name
 from ..layer import LayerConfig
-from ..transformer import MODEL_FORMAT, KMeansTransformer, TrainingDomain
+from ..transformer import MODEL_FORMAT, KMeansTransformer
 from ..variants import import_all
 
+# The format history. Format 4, :data:`kmtlib.transformer.MODEL_FORMAT` (what
+# :meth:`KMeansTransformer.save` writes), saves the :class:`~kmtlib.layer.LayerConfig` (as a dict)
+# with the weights and a trained layer's training domain. A new format number makes an older kmtlib
+# refuse a file by its format, not by a field.
 OLD_MODEL_FORMATS = ("kmtlib.KMeansTransformer/1", "kmtlib.KMeansTransformer/2", "kmtlib.KMeansTransformer/3")
-"""Format 1 (before version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights
-under the old layer classes' names; both are still read (:func:`_old_state_keys`). Formats 2 and 3
-are format 4 without the configuration's ``construction`` (read from its ``origin``) and without a
-trained layer's domain, format 2 also under the old names of the embedding (read through
-:func:`_current_names`)."""
+"""The formats before :data:`~kmtlib.transformer.MODEL_FORMAT`, all still read. Format 1 (before
+version 0.2) saved ``{"builder": name, "kwargs": {...}}`` and the weights under the old layer
+classes' names (:func:`_old_state_keys`). Format 3 is format 4 without the configuration's
+``construction`` (read from its ``origin``) and without a trained layer's domain (the documented
+range stands in); format 2 is format 3 with the field ``embedding`` named ``tokens`` and the
+width-d embedding ``"none"`` (read through :func:`_current_names`)."""
 CHECKPOINT_FORMAT = "kmtlib.train-checkpoint/1"
 
 # The builders a format-1 configuration may name (a file must not make us call any other method).

@@ -8,7 +8,7 @@ in :mod:`kmtlib.layer`) computes each block's attention by one where it applies;
 Kernels are leaves: tensors in, tensors out, no state on a model, and they import nothing of
 kmtlib above them (only each other, :mod:`kmtlib._numerics` and :mod:`kmtlib._checks`). Which
 kernel applies is decided in :mod:`kmtlib.fast.choice` from the model's configuration and
-weights; scratch memory is the caller's (:class:`kmtlib.fast.LimitPass`), never the model's.
+weights; scratch memory is the caller's (:class:`kmtlib.fast.WholePass`), never the model's.
 
 * :mod:`.euclidean_softmax`: Euclidean soft-max attention with a hand-written backward pass and
   sparse dropout (the trainable layer; plain formula ``softmax(-s cdist(q, k)^2) @ v``).

@@ -1,6 +1,6 @@
 """The whole forward pass of a fixed-weight model, fast: the kernel behind ``kmtlib.whole_pass(model)``,
 asked for by name, for the theorem constructions and the soft variant (:mod:`kmtlib.fast.whole_pass`
-decides where it applies, :func:`~kmtlib.fast.whole_pass.uses_limit_kernel`, and runs its loop;
+decides where it applies, :func:`~kmtlib.fast.whole_pass.uses_whole_pass_kernel`, and runs its loop;
 each block is described to the kernel in plain values, :class:`LimitBlock`).
 
 It keeps its own update of the layer. The formula is :meth:`kmtlib.KMeansTransformer.forward`:
@@ -55,8 +55,8 @@ it they are first laid out contiguously."""
 
 
 class LimitBlock(NamedTuple):
-    """One attention block as this kernel reads it (the layer fills it in from its configuration
-    and weights: :func:`kmtlib.fast.choice.limit_block`)."""
+    """One attention block as this kernel reads it, in plain values (:func:`kmtlib.fast.choice.limit_block`
+    fills it in from the block's configuration and weights; the layer knows nothing of it)."""
 
     name: str
     weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -428,7 +428,7 @@ class _HardAssignment:
 
 class LimitRunner:
     """The compiled blocks and scratch memory of one model's whole pass (the caller's
-    :class:`kmtlib.fast.LimitPass` keeps it between calls, so the scratch memory is reused; not
+    :class:`kmtlib.fast.WholePass` keeps it between calls, so the scratch memory is reused; not
     thread-safe: one forward pass at a time).
     ``blocks``: the layer's four blocks by name (CAX, SAX, CAC, SAC); ``ffn``: its feed-forward
     block on the centre tokens, if any."""

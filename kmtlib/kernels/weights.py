@@ -1,6 +1,6 @@
 """Unnormalised attention weights ``U`` and their normaliser ``Z``: the weights are ``U / Z`` and a
-block applies ``(U @ V) / Z`` (plain formula: the map's normalised weights times ``V``, see
-:func:`kmtlib.attention.unnormalised_weights_`).
+block applies ``(U @ V) / Z`` (plain formula: the normalised weights of the maps of
+:mod:`kmtlib.attention`, ``"softmax"``, ``"hardmax"`` and ``"linear"``, times ``V``).
 
 One division per output instead of one per weight (as Lloyd's ``sums / counts``) and one pass
 fewer over the (B, m, r) matrix; where every row of hard attention has one winner (the CPU proves

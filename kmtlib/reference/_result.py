@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..objective import _kmeans_objective, nearest_center
+from ..objective import kmeans_objective_unchecked, nearest_center
 from ..results import ClusteringResult
 
 
@@ -19,7 +19,7 @@ def trajectory_result(
     algorithm that does not count them) and the assignment weights of the last step, if any."""
     B = X.shape[0]
     with torch.no_grad():
-        objective = torch.stack([_kmeans_objective(X, c) for c in centers], dim=1)
+        objective = torch.stack([kmeans_objective_unchecked(X, c) for c in centers], dim=1)
     counts = None
     if n_empty is not None:
         counts = torch.stack(n_empty, dim=1) if n_empty else torch.zeros(B, 0, dtype=torch.long, device=X.device)

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from ..fast.run_stack import RunStack
-from ..losses import _smoothed_objective
+from ..losses import smoothed_objective_unchecked
 from ..transformer import KMeansTransformer
 from .config import TrainConfig
 from .loop import TrainingRun, prints_rows, progress_bar, tune_malloc
@@ -181,7 +181,7 @@ def step_together(
     optimiser makes its run's update; returns the S losses. What :func:`kmtlib.training.step_alone`
     does for each run, with the layers applied together (:class:`~kmtlib.fast.run_stack.RunStack`)."""
     C1 = RunStack(models, products=products).step(torch.stack(list(X)), torch.stack(list(C0)))
-    losses = [_smoothed_objective(x, C1[s], t).mean() for s, (x, t) in enumerate(zip(X, inv_temps))]
+    losses = [smoothed_objective_unchecked(x, C1[s], t).mean() for s, (x, t) in enumerate(zip(X, inv_temps))]
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)
     # Run s's loss depends on run s's weights only: the sum's gradient is every run's own.

@@ -20,12 +20,13 @@ import torch
 from .._atomic_save import atomic_torch_save
 from .._version import __version__
 from ..device import resolve_device
+from ..domain.trained import TrainingDomain
 from ..init import init_centers
 from ..io.model_file import (
     CHECKPOINT_FORMAT,
 )
-from ..losses import _smoothed_objective
-from ..transformer import KMeansTransformer, TrainingDomain
+from ..losses import smoothed_objective_unchecked
+from ..transformer import KMeansTransformer
 from .config import DTYPES, TrainConfig, derive_seeds
 from .estimator_use import (
     EstimatorBatch,
@@ -149,7 +150,7 @@ def step_alone(
     objective of the new centres at inverse temperature ``inv_temp`` as the loss, and make one
     optimiser update; returns the loss. (:func:`kmtlib.training.group.step_together` is the step
     of a group.)"""
-    loss = _smoothed_objective(X, model.step(X, C0), inv_temp).mean()
+    loss = smoothed_objective_unchecked(X, model.step(X, C0), inv_temp).mean()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

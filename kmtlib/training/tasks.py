@@ -12,7 +12,7 @@ from ..device import resolve_device
 from ..domain.broad_tasks import sample_broad_tasks
 from ..init import init_centers
 from ..lloyd import lloyd
-from ..objective import _kmeans_objective
+from ..objective import kmeans_objective_unchecked
 from ..tasks import sample_tasks
 from ..transformer import KMeansTransformer
 from .config import DTYPES, TrainConfig, derive_seeds
@@ -111,7 +111,7 @@ def validation_metrics(
     try:
         objective = torch.cat(
             [
-                _kmeans_objective(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
+                kmeans_objective_unchecked(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
                 for i in range(0, X.shape[0], batch)
             ]
         )
@@ -133,7 +133,7 @@ def validate_groups(
             rel, logs = [], []
             for X, C0, reference in groups:
                 objective = torch.cat(
-                    [_kmeans_objective(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
+                    [kmeans_objective_unchecked(X[i : i + batch], model.step(X[i : i + batch], C0[i : i + batch]))
                      for i in range(0, X.shape[0], batch)]
                 )  # fmt: skip
                 rel.append(objective / reference)

@@ -4,8 +4,8 @@ Each variant lives in its own module ``kmtlib.variants.<name>`` with a function
 ``layer_config(d, k, **options)`` that checks its options and returns the variant's
 :class:`~kmtlib.layer.LayerConfig`; its weights are Theorem 2.1's
 (:func:`~kmtlib.variants.circuit.load_circuit_weights`). :meth:`KMeansTransformer.from_variant`
-builds the model from the two. The matching reference algorithms are in
-:mod:`kmtlib.reference`.
+builds the model from the two. Their attention maps (top-k, norm-max, sparsemax, entmax, Gumbel)
+are in :mod:`.attention_maps`. The matching reference algorithms are in :mod:`kmtlib.reference`.
 """
 
 from __future__ import annotations

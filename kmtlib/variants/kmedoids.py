@@ -65,8 +65,9 @@ from typing import Any
 import torch
 
 from .._checks import check_int, check_tau
-from ..attention import euclidean_scores, gumbel_max_attention, register_score
+from ..attention import euclidean_scores, register_score
 from ..layer import BlockConfig, LayerConfig
+from .attention_maps import gumbel_max_attention
 from .circuit import circuit_config, reject_unknown
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from .._checks import SPARSE_MAPS, authors_inv_temperature, check_int, check_robust_options
 from ..layer import BlockConfig, LayerConfig
+from . import attention_maps  # noqa: F401  (registers the sparsemax and entmax maps)
 from .circuit import circuit_config, reject_unknown
 
 # (SPARSE_MAPS, authors_inv_temperature and check_robust_options live in kmtlib._checks, shared with

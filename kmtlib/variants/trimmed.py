@@ -35,6 +35,7 @@ from typing import Any
 
 from .._checks import check_choice, check_int, check_positive_float
 from ..layer import BlockConfig, LayerConfig
+from . import attention_maps  # noqa: F401  (registers the maps "topk" and "normmax")
 from .circuit import circuit_config, reject_unknown
 
 TRIM_ATTENTION: tuple[str, ...] = ("topk", "normmax")
