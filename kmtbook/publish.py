@@ -65,27 +65,17 @@ from typing import NoReturn
 # imported from this file's folder; run as ``python -m kmtbook.publish``, from the package.
 if __package__:
     from .publish_inputs import (
-        _REDIRECT,
         ARCHIVE_PREFIX,
         BANNER_END,
         BANNER_START,
         DEV,
-        SITE_FILES,
         STAGING_PREFIX,
-        URL_SETTING,
         VERSION,
-        VERSION_SETTING,
-        BuildRecord,
         PublishError,
         _address,
         _check_apart,
-        _copy_file,
         _is_version,
         _ordered,
-        _raise,
-        _refuse_odd,
-        _walk,
-        _yaml_scalar,
         check_build,
         check_site,
         check_tree,
@@ -94,42 +84,16 @@ if __package__:
         read_build,
         redirect_page,
         release_key,
-        versions_in,
     )
-else:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from publish_inputs import (  # type: ignore[no-redef]  # noqa: F401
-        _REDIRECT,
-        ARCHIVE_PREFIX,
-        BANNER_END,
-        BANNER_START,
-        DEV,
-        SITE_FILES,
-        STAGING_PREFIX,
-        URL_SETTING,
-        VERSION,
-        VERSION_SETTING,
-        BuildRecord,
-        PublishError,
-        _address,
-        _check_apart,
-        _copy_file,
-        _is_version,
-        _ordered,
-        _raise,
-        _refuse_odd,
-        _walk,
-        _yaml_scalar,
-        check_build,
-        check_site,
-        check_tree,
-        check_version,
-        copy_build,
-        read_build,
-        redirect_page,
-        release_key,
-        versions_in,
-    )
+else:  # (loaded from its file, not imported by name: the file is the project's, not an installed module)
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location("publish_inputs", Path(__file__).with_name("publish_inputs.py"))
+    assert _spec is not None and _spec.loader is not None
+    _inputs = importlib.util.module_from_spec(_spec)
+    sys.modules["publish_inputs"] = _inputs  # (its dataclass reads its own module)
+    _spec.loader.exec_module(_inputs)
+    globals().update({name: value for name, value in vars(_inputs).items() if not name.startswith("__")})
 
 # --------------------------------------------------------------------------- archives
 

@@ -408,12 +408,12 @@ def test_the_publisher_reads_what_the_build_writes(tmp_path, monkeypatch):
     from kmtbook import citation
     from kmtbook.sphinx_ext import figures, versions
 
-    assert (publish.URL_SETTING, publish.VERSION_SETTING) == (citation.BOOK_URL_VARIABLE,
+    assert (publish_inputs.URL_SETTING, publish_inputs.VERSION_SETTING) == (citation.BOOK_URL_VARIABLE,
                                                              citation.BOOK_VERSION_VARIABLE)
     release = f"v{kmtlib.__version__}"
     for environ, record in [({"KMT_BOOK_URL": ADDRESS, "KMT_BOOK_VERSION": release},
-                             publish.BuildRecord(kmtlib.__version__, release, f"{ADDRESS}/{release}/")),
-                            ({}, publish.BuildRecord(kmtlib.__version__, "dev", None))]:
+                             publish_inputs.BuildRecord(kmtlib.__version__, release, f"{ADDRESS}/{release}/")),
+                            ({}, publish_inputs.BuildRecord(kmtlib.__version__, "dev", None))]:
         for name in ("KMT_BOOK_URL", "KMT_BOOK_VERSION"):
             monkeypatch.delenv(name, raising=False)
         for name, value in environ.items():
