@@ -4,8 +4,10 @@ A figure under a slider is a handful of frames drawn beforehand by matplotlib (o
 position), embedded in the page as image data and swapped by an ``<input type="range">`` with a few
 lines of JavaScript: :func:`slider_html`. A step-through animation (:mod:`kmtbook.animations`) is the
 same player with play and step buttons. The frames are lossless WebP images of few colours, one
-palette for the whole set (:func:`small_frames`), drawn at twice the resolution they are shown at, so
-that a page of ten frames stays far under a megabyte. :func:`standalone_page` writes such a figure as
+palette for the whole set (:func:`small_frames`), drawn at twice the resolution they are shown at, and
+stored as layers: the first frame whole, every later one as an overlay of only the pixels that changed
+since the frame before (:func:`frame_layers`), the player showing frame i by stacking the first i + 1
+layers, so that chapter 05's 21 frames weigh well under half a megabyte. :func:`standalone_page` writes such a figure as
 a page of its own, with its caption, its source and the licence.
 
 Every reader can use the player: the slider is named and says, in words, what each frame shows and
@@ -123,6 +125,55 @@ def small_frame(data: bytes, colours: int = 32) -> bytes:
     return small_frames([data], colours)[0]
 
 
+def frame_layers(images: Sequence[bytes]) -> list[bytes]:
+    """The frames of a moving figure as layers to stack: the first frame whole, then for every later frame an
+    overlay of the pixels that differ from the frame before it, opaque, and transparent elsewhere (lossless
+    WebP, which holds a transparent area in almost nothing). Frame ``i`` is the first layer with the overlays
+    ``1`` to ``i`` drawn over it in order (:func:`stacked`), which a browser does by showing those ``<img>``
+    one over the other: random access without a script that paints. One frame to the next of a step-through
+    animation or a slider changes a few per cent of the pixels, so chapter 05's 21 frames of 1120 x 1060
+    pixels took 276 KB as layers against 634 KB as whole frames."""
+    from PIL import Image
+
+    if not images:
+        raise ValueError("need at least one frame")
+    layers = [images[0]]
+    before = _rgb(images[0])
+    for data in images[1:]:
+        pixels = _rgb(data)
+        if pixels.shape != before.shape:
+            raise ValueError(f"the frames differ in size: {before.shape[1::-1]} and {pixels.shape[1::-1]}")
+        changed = np.any(pixels != before, axis=-1)
+        overlay = np.zeros((*changed.shape, 4), dtype=np.uint8)
+        overlay[changed, :3] = pixels[changed]
+        overlay[changed, 3] = 255
+        out = io.BytesIO()
+        Image.fromarray(overlay, "RGBA").save(out, format="webp", lossless=True, quality=100, method=5)
+        layers.append(out.getvalue())
+        before = pixels
+    return layers
+
+
+def stacked(layers: Sequence[bytes], frame: int):
+    """Frame ``frame`` of :func:`frame_layers` as the browser shows it: the first layer with the overlays up to
+    ``frame`` alpha-composited over it, as an RGB PIL image."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(layers[0])) as first:
+        image = first.convert("RGBA")
+    for data in layers[1 : frame + 1]:
+        with Image.open(io.BytesIO(data)) as overlay:
+            image.alpha_composite(overlay.convert("RGBA"))
+    return image.convert("RGB")
+
+
+def _rgb(image: bytes) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(image)) as opened:
+        return np.asarray(opened.convert("RGB"))
+
+
 def drawn_texts(fig: Figure) -> list:
     """The figure drawn once on its canvas, and the text artists that draw put on it (not, say, the labels of
     ticks outside the axes' view, which matplotlib keeps but does not draw), each once."""
@@ -202,7 +253,10 @@ def image_size(image: bytes) -> tuple[int, int]:
 
 
 PLAYER_CSS = """.kmt-moving { max-width: 100%; margin: 0.5em 0; }
-.kmt-moving-frame img { display: block; max-width: 100%; height: auto; }
+.kmt-moving-stack { position: relative; width: fit-content; max-width: 100%; }
+.kmt-moving-stack img { display: block; max-width: 100%; height: auto; }
+.kmt-moving-stack img.kmt-moving-layer { position: absolute; left: 0; top: 0; width: 100%; height: 100%; }
+.kmt-moving-stack img.kmt-moving-top { position: relative; z-index: 1; }
 .kmt-moving-controls { display: flex; flex-wrap: wrap; align-items: center; gap: 0.3em 0.6em; max-width: 100%; }
 .kmt-moving-controls label { flex: 1 0 100%; }
 .kmt-moving-controls input[type="range"] { flex: 1 1 8em; min-width: 0; margin: 0; }
@@ -215,9 +269,10 @@ PLAYER_CSS = """.kmt-moving { max-width: 100%; margin: 0.5em 0; }
   display: flex; flex-direction: column; gap: 0.4em; max-width: none;
   background: var(--pst-color-background, #fff); color: var(--pst-color-text-base, #000); }
 .kmt-moving.kmt-full .kmt-moving-frame { flex: 1 1 auto; min-height: 0; overflow: auto; }
-.kmt-moving.kmt-full .kmt-moving-frame img { max-width: none; }"""
+.kmt-moving.kmt-full .kmt-moving-stack, .kmt-moving.kmt-full .kmt-moving-stack img { max-width: none; }"""
 """The player's own style (its class names begin with ``kmt-moving``; nothing of the book's theme):
-the image at most as wide as its column, the controls wrapping within it, a visible focus ring, and
+the image (the layers of :func:`frame_layers`, stacked) at most as wide as its column, the controls
+wrapping within it, a visible focus ring, and
 the full-size view, which fills the window and shows the frame at the size it was drawn for."""
 
 _BUTTONS = (("first", "First frame", "&#x21E4;"), ("previous", "Previous step", "&#x25C0;"),
@@ -226,12 +281,15 @@ _BUTTONS = (("first", "First frame", "&#x21E4;"), ("previous", "Previous step", 
 
 _SCRIPT = """(function () {
   var root = document.getElementById(%(name)s), data = %(data)s;
-  var slider = root.querySelector("input[type=range]"), image = root.querySelector("img");
+  var slider = root.querySelector("input[type=range]"), image = document.getElementById(%(name)s + "-frame");
   var readout = root.querySelector("output"), full = root.querySelector("[data-do=full]");
   var play = root.querySelector("[data-do=play]"), timer = null;
-  data.frames[%(start)d] = image.src;
+  var layers = Array.prototype.slice.call(root.querySelectorAll("img.kmt-moving-layer"));
+  layers[%(start)d].src = image.src;  // the frame shown first is stored once, as the visible image's source
+  data.frames = layers.map(function (layer) { return layer.src; });
   function show(i) {
     i = Math.max(0, Math.min(data.frames.length - 1, i));
+    layers.forEach(function (layer, k) { layer.style.visibility = k <= i ? "visible" : "hidden"; });
     slider.value = i; image.src = data.frames[i]; image.alt = data.alts[i];
     slider.setAttribute("aria-valuetext", data.valuetexts[i]); readout.textContent = data.positions[i];
   }
@@ -290,10 +348,18 @@ def slider_html(frames: Frames, *, name: str, label: str, start: int = 0, dpi: f
     if not label.strip():
         raise ValueError("label must name what the slider moves")
     width, height = image_size(frames.images[start])
-    shown = round(width * SHOWN_PX_PER_INCH / dpi)
-    # the starting frame is stored once, as the image's own source, which the script reads back
-    data = {"frames": [None if i == start else data_uri(f) for i, f in enumerate(frames.images)],
-            "positions": frames.positions, "valuetexts": frames.valuetexts, "alts": frames.alts}
+    shown, tall = round(width * SHOWN_PX_PER_INCH / dpi), round(height * SHOWN_PX_PER_INCH / dpi)
+    layers = [data_uri(layer) for layer in frame_layers(frames.images)]
+    # the visible image (on top, its size the stack's) shows the last layer of the frame: the frame shown first
+    # is its own source (stored once: the script gives it to its layer too); the layers under it are hidden
+    # from assistive technology, and those above the frame from everyone
+    under = []
+    for k, uri in enumerate(layers):
+        source = "" if k == start else f' src="{uri}"'
+        hidden = ' style="visibility: hidden"' if k > start else ""
+        under.append(f'<img class="kmt-moving-layer"{source} alt="" aria-hidden="true" width="{shown}" '
+                     f'height="{tall}"{hidden}>')
+    data = {"positions": frames.positions, "valuetexts": frames.valuetexts, "alts": frames.alts}
     buttons = "".join(f'<button type="button" data-do="{what}" aria-label="{title}"><span aria-hidden="true">'
                       f"{sign}</span></button>" for what, title, sign in _BUTTONS) if play_interval else ""
     keys = "Keys: ← → step, Home/End first/last" + (", space play/pause" if play_interval else "") + "."
@@ -302,9 +368,10 @@ def slider_html(frames: Frames, *, name: str, label: str, start: int = 0, dpi: f
     return (
         f'<div class="kmt-moving" id="{name}" role="group" aria-label="{escape(label)}: interactive figure">\n'
         f"<style>{PLAYER_CSS}</style>\n"
-        f'<div class="kmt-moving-frame"><img id="{name}-frame" src="{data_uri(frames.images[start])}" '
-        f'alt="{escape(frames.alts[start])}" width="{shown}" height="{round(height * shown / width)}" '
-        f'data-text-px="{frames.text_px:.2f}" data-dpi="{dpi:g}"></div>\n'
+        f'<div class="kmt-moving-frame"><div class="kmt-moving-stack">'
+        f'<img id="{name}-frame" src="{layers[start]}" alt="{escape(frames.alts[start])}" width="{shown}" '
+        f'height="{tall}" data-text-px="{frames.text_px:.2f}" data-dpi="{dpi:g}" class="kmt-moving-top">'
+        f'{"".join(under)}</div></div>\n'
         f'<div class="kmt-moving-controls" style="max-width: {shown}px;">'
         f'<label for="{name}-slider">{escape(label)}</label>'
         f'<input type="range" id="{name}-slider" min="0" max="{len(frames.images) - 1}" step="1" value="{start}" '
