@@ -70,15 +70,22 @@ class Frames:
 
 
 def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[bytes]:
-    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: at most ``colours``
-    colours each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
-    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly and in the same
-    palette entries, the ``flat`` colours that cover the most pixels over all frames (in the book's theme the
+    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: ``colours`` colours
+    each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
+    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly, the ``flat``
+    colours that cover the most pixels over all frames (in the book's theme the
     white ground and the grey of the axes' frame, grid and legend boxes); the rest of its palette is its
     own. Quantised alone, a frame of many data colours traded the greys away (chapter 03's frames at
     gamma = 1 000, 1e4 and inf lost their frames, grid and legend boxes), so the picture jumped. Each colour
     kept costs bytes: chapter 05's 21 frames, 761 KB of page with none kept, 817 KB with two; one palette
-    shared by all frames cost more (893 KB)."""
+    shared by all frames cost more (893 KB).
+
+    A pixel drawn alike in a frame and the frame before it is stored alike too: it keeps the colour it was
+    given before (a colour of that frame's palette), so a frame holds its own colours where it differs from
+    the one before and may hold more than ``colours`` in all. Quantised on its own, such a pixel took the
+    nearest colour of each frame's palette, which moved from frame to frame: the picture flickered where
+    nothing changed, and the layers of :func:`frame_layers` carried it (20 steps of chapter 05's kind,
+    1120 x 1060 pixels: 122 KB of layers with each frame on its own, 55 KB steady)."""
     from PIL import Image
 
     if not images or not 0 <= flat < colours <= 256:
@@ -94,7 +101,8 @@ def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[byt
     packed = [_packed(np.asarray(image, dtype=np.int64)) for image in opened]  # each (h * w,): 0xRRGGBB
     seen, counts = np.unique(np.concatenate(packed), return_counts=True)
     kept = _unpacked(seen[np.argsort(-counts, kind="stable")[:flat]])  # the colours of the most pixels
-    frames = []
+    frames: list[bytes] = []
+    before: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None  # the frame before: size, drawn, stored
     for frame, pixels in zip(opened, packed):
         own = frame.quantize(colors=colours - flat, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
         palette = np.concatenate([np.reshape(np.asarray(own.getpalette() or [], dtype=np.int64), (-1, 3))
@@ -102,10 +110,13 @@ def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[byt
         indexed = np.array(own)
         for entry, colour in enumerate(_packed(kept[None]), start=colours - flat):
             indexed[(pixels == colour).reshape(indexed.shape)] = entry  # kept exactly, in every frame
-        image = Image.fromarray(indexed.astype(np.uint8), "P")
-        image.putpalette(palette.astype(np.uint8).reshape(-1).tolist())
+        stored = palette[indexed].astype(np.uint8)  # (h, w, 3)
+        if before is not None and before[0] == frame.size:
+            same = (pixels == before[1]).reshape(indexed.shape)  # drawn alike: stored alike (steady, and light)
+            stored[same] = before[2][same]
+        before = frame.size, pixels, stored
         out = io.BytesIO()
-        image.save(out, format="webp", lossless=True, quality=100, method=5)
+        Image.fromarray(stored, "RGB").save(out, format="webp", lossless=True, quality=100, method=5)
         frames.append(out.getvalue())
     return frames
 
