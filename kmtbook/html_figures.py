@@ -4,8 +4,10 @@ A figure under a slider is a handful of frames drawn beforehand by matplotlib (o
 position), embedded in the page as image data and swapped by an ``<input type="range">`` with a few
 lines of JavaScript: :func:`slider_html`. A step-through animation (:mod:`kmtbook.animations`) is the
 same player with play and step buttons. The frames are lossless WebP images of few colours, one
-palette for the whole set (:func:`small_frames`), drawn at twice the resolution they are shown at, so
-that a page of ten frames stays far under a megabyte. :func:`standalone_page` writes such a figure as
+palette for the whole set (:func:`small_frames`), drawn at twice the resolution they are shown at, and
+stored as layers: the first frame whole, every later one as an overlay of only the pixels that changed
+since the frame before (:func:`frame_layers`), the player showing frame i by stacking the first i + 1
+layers, so that chapter 05's 21 frames weigh well under half a megabyte. :func:`standalone_page` writes such a figure as
 a page of its own, with its caption, its source and the licence.
 
 Every reader can use the player: the slider is named and says, in words, what each frame shows and
@@ -68,15 +70,22 @@ class Frames:
 
 
 def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[bytes]:
-    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: at most ``colours``
-    colours each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
-    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly and in the same
-    palette entries, the ``flat`` colours that cover the most pixels over all frames (in the book's theme the
+    """Images (PNG or other, or PIL images) of one moving figure as frames for a page: ``colours`` colours
+    each (no dithering: flat areas stay flat), stored as lossless WebP, which holds such a frame in
+    about three quarters of the bytes of the same palette as PNG. Every frame keeps, exactly, the ``flat``
+    colours that cover the most pixels over all frames (in the book's theme the
     white ground and the grey of the axes' frame, grid and legend boxes); the rest of its palette is its
     own. Quantised alone, a frame of many data colours traded the greys away (chapter 03's frames at
     gamma = 1 000, 1e4 and inf lost their frames, grid and legend boxes), so the picture jumped. Each colour
     kept costs bytes: chapter 05's 21 frames, 761 KB of page with none kept, 817 KB with two; one palette
-    shared by all frames cost more (893 KB)."""
+    shared by all frames cost more (893 KB).
+
+    A pixel drawn alike in a frame and the frame before it is stored alike too: it keeps the colour it was
+    given before (a colour of that frame's palette), so a frame holds its own colours where it differs from
+    the one before and may hold more than ``colours`` in all. Quantised on its own, such a pixel took the
+    nearest colour of each frame's palette, which moved from frame to frame: the picture flickered where
+    nothing changed, and the layers of :func:`frame_layers` carried it (20 steps of chapter 05's kind,
+    1120 x 1060 pixels: 122 KB of layers with each frame on its own, 55 KB steady)."""
     from PIL import Image
 
     if not images or not 0 <= flat < colours <= 256:
@@ -92,7 +101,8 @@ def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[byt
     packed = [_packed(np.asarray(image, dtype=np.int64)) for image in opened]  # each (h * w,): 0xRRGGBB
     seen, counts = np.unique(np.concatenate(packed), return_counts=True)
     kept = _unpacked(seen[np.argsort(-counts, kind="stable")[:flat]])  # the colours of the most pixels
-    frames = []
+    frames: list[bytes] = []
+    before: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None  # the frame before: size, drawn, stored
     for frame, pixels in zip(opened, packed):
         own = frame.quantize(colors=colours - flat, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
         palette = np.concatenate([np.reshape(np.asarray(own.getpalette() or [], dtype=np.int64), (-1, 3))
@@ -100,10 +110,13 @@ def small_frames(images: Sequence, colours: int = 32, flat: int = 2) -> list[byt
         indexed = np.array(own)
         for entry, colour in enumerate(_packed(kept[None]), start=colours - flat):
             indexed[(pixels == colour).reshape(indexed.shape)] = entry  # kept exactly, in every frame
-        image = Image.fromarray(indexed.astype(np.uint8), "P")
-        image.putpalette(palette.astype(np.uint8).reshape(-1).tolist())
+        stored = palette[indexed].astype(np.uint8)  # (h, w, 3)
+        if before is not None and before[0] == frame.size:
+            same = (pixels == before[1]).reshape(indexed.shape)  # drawn alike: stored alike (steady, and light)
+            stored[same] = before[2][same]
+        before = frame.size, pixels, stored
         out = io.BytesIO()
-        image.save(out, format="webp", lossless=True, quality=100, method=5)
+        Image.fromarray(stored, "RGB").save(out, format="webp", lossless=True, quality=100, method=5)
         frames.append(out.getvalue())
     return frames
 
@@ -121,6 +134,76 @@ def _unpacked(colours: np.ndarray) -> np.ndarray:
 def small_frame(data: bytes, colours: int = 32) -> bytes:
     """One image as a frame for a page (:func:`small_frames` of one)."""
     return small_frames([data], colours)[0]
+
+
+def frame_layers(images: Sequence[bytes], margin: int = 8) -> list[bytes]:
+    """The frames of a moving figure as layers to stack: the first frame whole, then for every later frame an
+    overlay of the pixels that differ from the frame before it and those within ``margin`` pixels of them,
+    opaque, and transparent elsewhere (lossless WebP, which holds a transparent area in almost nothing).
+    Frame ``i`` is the first layer with the overlays ``1`` to ``i`` drawn over it in order (:func:`stacked`),
+    which a browser does by showing those ``<img>`` one over the other: random access without a script that
+    paints. One frame to the next of a step-through animation or a slider changes a few per cent of the
+    pixels. The margin is for the page, which shows the frames scaled down: there an overlay's edge is
+    blended with the layers under it, and cut at the changed pixels themselves it let the earlier frame
+    show through as a ghost (the last frame of a slider of chapter 03's kind at half size in Chromium:
+    3 138 of its 227 800 screen pixels off by more than 2 levels against the frame shown whole; 95 with
+    the margin)."""
+    from PIL import Image
+
+    if not images or margin < 0:
+        raise ValueError(f"need at least one frame and a margin of 0 or more, got {len(images)}, {margin}")
+    layers = [images[0]]
+    before = _rgb(images[0])
+    for data in images[1:]:
+        pixels = _rgb(data)
+        if pixels.shape != before.shape:
+            raise ValueError(f"the frames differ in size: {before.shape[1::-1]} and {pixels.shape[1::-1]}")
+        changed = _grown(np.any(pixels != before, axis=-1), margin)
+        overlay = np.zeros((*changed.shape, 4), dtype=np.uint8)
+        overlay[changed, :3] = pixels[changed]
+        overlay[changed, 3] = 255
+        out = io.BytesIO()
+        Image.fromarray(overlay, "RGBA").save(out, format="webp", lossless=True, quality=100, method=5)
+        layers.append(out.getvalue())
+        before = pixels
+    return layers
+
+
+def _grown(mask: np.ndarray, margin: int) -> np.ndarray:
+    """A mask grown by ``margin`` pixels every way (a square's dilation)."""
+    grown = mask.copy()
+    for axis in (0, 1):
+        spread = grown.copy()
+        for shift in range(1, margin + 1):
+            if shift >= grown.shape[axis]:
+                break
+            ahead = [slice(None)] * 2
+            behind = [slice(None)] * 2
+            ahead[axis], behind[axis] = slice(shift, None), slice(None, -shift)
+            spread[tuple(ahead)] |= grown[tuple(behind)]
+            spread[tuple(behind)] |= grown[tuple(ahead)]
+        grown = spread
+    return grown
+
+
+def stacked(layers: Sequence[bytes], frame: int):
+    """Frame ``frame`` of :func:`frame_layers` as the browser shows it: the first layer with the overlays up to
+    ``frame`` alpha-composited over it, as an RGB PIL image."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(layers[0])) as first:
+        image = first.convert("RGBA")
+    for data in layers[1 : frame + 1]:
+        with Image.open(io.BytesIO(data)) as overlay:
+            image.alpha_composite(overlay.convert("RGBA"))
+    return image.convert("RGB")
+
+
+def _rgb(image: bytes) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(image)) as opened:
+        return np.asarray(opened.convert("RGB"))
 
 
 def drawn_texts(fig: Figure) -> list:
@@ -202,7 +285,10 @@ def image_size(image: bytes) -> tuple[int, int]:
 
 
 PLAYER_CSS = """.kmt-moving { max-width: 100%; margin: 0.5em 0; }
-.kmt-moving-frame img { display: block; max-width: 100%; height: auto; }
+.kmt-moving-stack { position: relative; width: fit-content; max-width: 100%; }
+.kmt-moving-stack img { display: block; max-width: 100%; height: auto; }
+.kmt-moving-stack img.kmt-moving-layer { position: absolute; left: 0; top: 0; width: 100%; height: 100%; }
+.kmt-moving-stack img.kmt-moving-top { position: relative; z-index: 1; }
 .kmt-moving-controls { display: flex; flex-wrap: wrap; align-items: center; gap: 0.3em 0.6em; max-width: 100%; }
 .kmt-moving-controls label { flex: 1 0 100%; }
 .kmt-moving-controls input[type="range"] { flex: 1 1 8em; min-width: 0; margin: 0; }
@@ -215,9 +301,10 @@ PLAYER_CSS = """.kmt-moving { max-width: 100%; margin: 0.5em 0; }
   display: flex; flex-direction: column; gap: 0.4em; max-width: none;
   background: var(--pst-color-background, #fff); color: var(--pst-color-text-base, #000); }
 .kmt-moving.kmt-full .kmt-moving-frame { flex: 1 1 auto; min-height: 0; overflow: auto; }
-.kmt-moving.kmt-full .kmt-moving-frame img { max-width: none; }"""
+.kmt-moving.kmt-full .kmt-moving-stack, .kmt-moving.kmt-full .kmt-moving-stack img { max-width: none; }"""
 """The player's own style (its class names begin with ``kmt-moving``; nothing of the book's theme):
-the image at most as wide as its column, the controls wrapping within it, a visible focus ring, and
+the image (the layers of :func:`frame_layers`, stacked) at most as wide as its column, the controls
+wrapping within it, a visible focus ring, and
 the full-size view, which fills the window and shows the frame at the size it was drawn for."""
 
 _BUTTONS = (("first", "First frame", "&#x21E4;"), ("previous", "Previous step", "&#x25C0;"),
@@ -226,12 +313,15 @@ _BUTTONS = (("first", "First frame", "&#x21E4;"), ("previous", "Previous step", 
 
 _SCRIPT = """(function () {
   var root = document.getElementById(%(name)s), data = %(data)s;
-  var slider = root.querySelector("input[type=range]"), image = root.querySelector("img");
+  var slider = root.querySelector("input[type=range]"), image = document.getElementById(%(name)s + "-frame");
   var readout = root.querySelector("output"), full = root.querySelector("[data-do=full]");
   var play = root.querySelector("[data-do=play]"), timer = null;
-  data.frames[%(start)d] = image.src;
+  var layers = Array.prototype.slice.call(root.querySelectorAll("img.kmt-moving-layer"));
+  layers[%(start)d].src = image.src;  // the frame shown first is stored once, as the visible image's source
+  data.frames = layers.map(function (layer) { return layer.src; });
   function show(i) {
     i = Math.max(0, Math.min(data.frames.length - 1, i));
+    layers.forEach(function (layer, k) { layer.style.visibility = k <= i ? "visible" : "hidden"; });
     slider.value = i; image.src = data.frames[i]; image.alt = data.alts[i];
     slider.setAttribute("aria-valuetext", data.valuetexts[i]); readout.textContent = data.positions[i];
   }
@@ -290,10 +380,18 @@ def slider_html(frames: Frames, *, name: str, label: str, start: int = 0, dpi: f
     if not label.strip():
         raise ValueError("label must name what the slider moves")
     width, height = image_size(frames.images[start])
-    shown = round(width * SHOWN_PX_PER_INCH / dpi)
-    # the starting frame is stored once, as the image's own source, which the script reads back
-    data = {"frames": [None if i == start else data_uri(f) for i, f in enumerate(frames.images)],
-            "positions": frames.positions, "valuetexts": frames.valuetexts, "alts": frames.alts}
+    shown, tall = round(width * SHOWN_PX_PER_INCH / dpi), round(height * SHOWN_PX_PER_INCH / dpi)
+    layers = [data_uri(layer) for layer in frame_layers(frames.images)]
+    # the visible image (on top, its size the stack's) shows the last layer of the frame: the frame shown first
+    # is its own source (stored once: the script gives it to its layer too); the layers under it are hidden
+    # from assistive technology, and those above the frame from everyone
+    under = []
+    for k, uri in enumerate(layers):
+        source = "" if k == start else f' src="{uri}"'
+        hidden = ' style="visibility: hidden"' if k > start else ""
+        under.append(f'<img class="kmt-moving-layer"{source} alt="" aria-hidden="true" width="{shown}" '
+                     f'height="{tall}"{hidden}>')
+    data = {"positions": frames.positions, "valuetexts": frames.valuetexts, "alts": frames.alts}
     buttons = "".join(f'<button type="button" data-do="{what}" aria-label="{title}"><span aria-hidden="true">'
                       f"{sign}</span></button>" for what, title, sign in _BUTTONS) if play_interval else ""
     keys = "Keys: ← → step, Home/End first/last" + (", space play/pause" if play_interval else "") + "."
@@ -302,9 +400,10 @@ def slider_html(frames: Frames, *, name: str, label: str, start: int = 0, dpi: f
     return (
         f'<div class="kmt-moving" id="{name}" role="group" aria-label="{escape(label)}: interactive figure">\n'
         f"<style>{PLAYER_CSS}</style>\n"
-        f'<div class="kmt-moving-frame"><img id="{name}-frame" src="{data_uri(frames.images[start])}" '
-        f'alt="{escape(frames.alts[start])}" width="{shown}" height="{round(height * shown / width)}" '
-        f'data-text-px="{frames.text_px:.2f}" data-dpi="{dpi:g}"></div>\n'
+        f'<div class="kmt-moving-frame"><div class="kmt-moving-stack">'
+        f'<img id="{name}-frame" src="{layers[start]}" alt="{escape(frames.alts[start])}" width="{shown}" '
+        f'height="{tall}" data-text-px="{frames.text_px:.2f}" data-dpi="{dpi:g}" class="kmt-moving-top">'
+        f'{"".join(under)}</div></div>\n'
         f'<div class="kmt-moving-controls" style="max-width: {shown}px;">'
         f'<label for="{name}-slider">{escape(label)}</label>'
         f'<input type="range" id="{name}-slider" min="0" max="{len(frames.images) - 1}" step="1" value="{start}" '
