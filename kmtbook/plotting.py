@@ -185,19 +185,18 @@ drawn for readers with a colour-vision deficiency: every pair is at least 10.9 C
 simulated deuteranopia, protanopia and tritanopia (seaborn's "colorblind" palette has a pair at 5.8)."""
 
 BOOK_LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 1, 1)))
-BOOK_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def set_book_style() -> None:
     """The book's look: seaborn's whitegrid theme at notebook scale, the :data:`OKABE_ITO` colours,
-    and a property cycle that changes the line style and the marker with the colour, so that lines
-    drawn without a style of their own differ by more than their colour
-    (:func:`kmtbook.figure_checks.colour_only_series`)."""
+    and a property cycle that changes the line style with the colour, so that lines drawn without a
+    style of their own differ by more than their colour (:func:`kmtbook.figure_checks.colour_only_series`).
+    Markers are not cycled: a line of hundreds of points would become a band of markers, and
+    ``markevery`` cannot join the cycle (``fill`` and ``stackplot`` polygons refuse it); a figure of
+    few points sets its markers itself."""
     import matplotlib as mpl
     import seaborn as sns
     from cycler import cycler
 
     sns.set_theme(style="whitegrid", context="notebook", palette=list(OKABE_ITO))
-    mpl.rcParams["axes.prop_cycle"] = (cycler(color=list(OKABE_ITO)) + cycler(linestyle=list(BOOK_LINESTYLES))
-                                       + cycler(marker=list(BOOK_MARKERS)))
-    mpl.rcParams["lines.markersize"] = 5
+    mpl.rcParams["axes.prop_cycle"] = cycler(color=list(OKABE_ITO)) + cycler(linestyle=list(BOOK_LINESTYLES))
