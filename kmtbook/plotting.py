@@ -97,10 +97,12 @@ def plot_matrix(ax, W, *, title: str = "", cmap: str = "RdBu_r", symmetric: bool
     return im
 
 
-def plot_band(ax, x, median, low, high, *, label: str | None = None, colour: str | None = None, alpha: float = 0.25):
-    """A median line with a shaded band (for example min-max or inter-quartile over seeds)."""
+def plot_band(ax, x, median, low, high, *, label: str | None = None, colour: str | None = None, alpha: float = 0.25,
+              **style):
+    """A median line with a shaded band (for example min-max or inter-quartile over seeds); ``style``
+    (line style, marker) goes to the median line."""
     x, median, low, high = map(_np, (x, median, low, high))
-    (line,) = ax.plot(x, median, label=label, color=colour)
+    (line,) = ax.plot(x, median, label=label, color=colour, **style)
     ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, lw=0)
     return line
 
