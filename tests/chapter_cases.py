@@ -396,6 +396,7 @@ def check_09(m: Metrics) -> None:
 
 
 def check_11(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     # the speed figures: the speed-up labels inside their panels, the target line in a legend over no bar
     assert not [p for p in m["figure_problems"] if p.startswith(("fig-perf-training-sweeps:", "fig-perf-lloyd:"))], \
