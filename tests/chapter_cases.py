@@ -206,6 +206,7 @@ def check_06(m: Metrics) -> None:
 
 
 def check_07(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-generalization-kmeanspp", "fig-generalization-n", "fig-generalization-families"}
     assert m["n_seeds"] == 1
