@@ -267,7 +267,10 @@ def _line_entry(handle: Line2D) -> tuple[tuple[float, float, float] | None, tupl
     filled = has_marker and not (isinstance(face, str) and face.lower() == "none")
     colour = _over_white(handle.get_color()) if drawn else _over_white(
         face if filled else handle.get_markeredgecolor())
-    return colour, ("line", style if drawn else None, marker if has_marker else None, filled)
+    # a dash pattern of its own (a tuple line style) reads "--" from get_linestyle(): compare the pattern
+    dashes = getattr(handle, "_unscaled_dash_pattern", (None, None))[1]
+    look_style = (style, tuple(dashes) if dashes else None) if drawn else None
+    return colour, ("line", look_style, marker if has_marker else None, filled)
 
 
 def _patch_entry(handle: Patch) -> tuple[tuple[float, float, float] | None, tuple]:

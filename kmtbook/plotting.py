@@ -97,10 +97,12 @@ def plot_matrix(ax, W, *, title: str = "", cmap: str = "RdBu_r", symmetric: bool
     return im
 
 
-def plot_band(ax, x, median, low, high, *, label: str | None = None, colour: str | None = None, alpha: float = 0.25):
-    """A median line with a shaded band (for example min-max or inter-quartile over seeds)."""
+def plot_band(ax, x, median, low, high, *, label: str | None = None, colour: str | None = None, alpha: float = 0.25,
+              **style):
+    """A median line with a shaded band (for example min-max or inter-quartile over seeds); ``style``
+    (line style, marker) goes to the median line."""
     x, median, low, high = map(_np, (x, median, low, high))
-    (line,) = ax.plot(x, median, label=label, color=colour)
+    (line,) = ax.plot(x, median, label=label, color=colour, **style)
     ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, lw=0)
     return line
 
@@ -177,3 +179,26 @@ def fit_tick_labels(ax) -> str:
         return "wrapped"
     ax.set_xticks(ax.get_xticks(), texts, rotation=90)
     return "turned"
+
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+"""The Okabe-Ito colours (blue, orange, green, vermillion, reddish purple, sky blue, yellow, black),
+drawn for readers with a colour-vision deficiency: every pair is at least 10.9 CAM02-UCS apart under
+simulated deuteranopia, protanopia and tritanopia (seaborn's "colorblind" palette has a pair at 5.8)."""
+
+BOOK_LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 1, 1)))
+
+
+def set_book_style() -> None:
+    """The book's look: seaborn's whitegrid theme at notebook scale, the :data:`OKABE_ITO` colours,
+    and a property cycle that changes the line style with the colour, so that lines drawn without a
+    style of their own differ by more than their colour (:func:`kmtbook.figure_checks.colour_only_series`).
+    Markers are not cycled: a line of hundreds of points would become a band of markers, and
+    ``markevery`` cannot join the cycle (``fill`` and ``stackplot`` polygons refuse it); a figure of
+    few points sets its markers itself."""
+    import matplotlib as mpl
+    import seaborn as sns
+    from cycler import cycler
+
+    sns.set_theme(style="whitegrid", context="notebook", palette=list(OKABE_ITO))
+    mpl.rcParams["axes.prop_cycle"] = cycler(color=list(OKABE_ITO)) + cycler(linestyle=list(BOOK_LINESTYLES))

@@ -26,7 +26,15 @@ def readable_figures(m: Metrics) -> None:
     assert not small, small
 
 
+def distinguishable_figures(m: Metrics) -> None:
+    """No figure's series are told apart by colour alone, and no two of their colours merge under a
+    simulated colour-vision deficiency (kmtbook.figure_checks.colour_only_series, run by Chapter.save_figure)."""
+    colour = [p for p in m["figure_problems"] if "by colour alone" in p or " apart under " in p or "look alike" in p]
+    assert not colour, colour
+
+
 def check_01(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert m["param_n_tasks"] == 24, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-task-families", "fig-lloyd-trajectory", "fig-seeding"}
@@ -45,6 +53,7 @@ def check_01(m: Metrics) -> None:
 
 
 def check_02(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert m["param_n_tasks"] == 45, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {"fig-layer-circuit", "fig-theorem21-weights", "fig-empty-and-tie",
@@ -90,6 +99,7 @@ def check_02(m: Metrics) -> None:
 
 
 def check_03(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-gamma-sweep", "fig-gap-vs-gamma", "fig-gamma-slider"}
     runs = len(m["sweep_d"]) * len(m["sweep_k"]) * len(m["sweep_n"]) * len(m["sweep_scales"]) * len(m["sweep_gammas"])
@@ -106,6 +116,7 @@ def check_03(m: Metrics) -> None:
 
 
 def check_04(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-theorem22-weights", "fig-dot-validation"}
     # Theorem 2.2 (reconstruction): the limit models are Lloyd and keep the norm coordinate right.
@@ -130,6 +141,7 @@ def _finite(curve) -> bool:
 
 
 def check_05(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert m["param_live_steps"] == 20, "explicit live_steps must override the quick profile"
     assert len(m["live_val_rel_objective"]) == 3  # steps 0, 10, 20
@@ -169,6 +181,7 @@ def check_05(m: Metrics) -> None:
 
 
 def check_06(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-ablation-multistep", "fig-ablation-training"}
     assert m["onehot_n_seeds"] >= 1 and m["none_n_seeds"] >= 1
@@ -193,6 +206,7 @@ def check_06(m: Metrics) -> None:
 
 
 def check_07(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-generalization-kmeanspp", "fig-generalization-n", "fig-generalization-families"}
     assert m["n_seeds"] == 1
@@ -245,6 +259,7 @@ def _reference_lloyd_07() -> dict[tuple[str, int, str], tuple[float, ...]]:
 
 
 def check_08(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     # The shortened sweeps say how short they are (the prose reads these numbers).
     assert 1 <= m["sweep_max_seeds"] <= 10 and m["sweep_share_of_paper"] == m["sweep_length"] / 10_000
@@ -279,6 +294,7 @@ def check_08(m: Metrics) -> None:
 
 
 def check_10(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {
         "fig-variant-soft",
@@ -328,6 +344,7 @@ def check_10(m: Metrics) -> None:
 
 
 def check_09(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert m["param_n_tasks"] == 20, "explicit n_tasks must override the quick profile"
     assert set(m["figures"]) == {
@@ -380,6 +397,7 @@ def check_09(m: Metrics) -> None:
 
 
 def check_11(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     # the speed figures: the speed-up labels inside their panels, the target line in a legend over no bar
     assert not [p for p in m["figure_problems"] if p.startswith(("fig-perf-training-sweeps:", "fig-perf-lloyd:"))], \
@@ -421,6 +439,7 @@ def check_11(m: Metrics) -> None:
 
 
 def check_12(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {"fig-any-k-renumbering", "fig-any-k-training", "fig-any-k-versus-k", "fig-any-k-forms"}
     # The layers trained at k = 10 depend on the numbering of their centres, and averaging them over
@@ -452,6 +471,7 @@ def check_12(m: Metrics) -> None:
 
 
 def check_13(m: Metrics) -> None:
+    distinguishable_figures(m)
     readable_figures(m)
     assert set(m["figures"]) == {
         "fig-your-data-broad-tasks", "fig-your-data-ratios", "fig-your-data-penguins"

@@ -318,3 +318,28 @@ def test_save_figure_records_series_told_apart_by_colour_alone(tmp_path):
     assert chapter.figure_problems == ["fig-demo: (untitled panel): 'random starts' and 'k-means++ starts' differ "
                                        "by colour alone (add a line style, marker, hatch or direct label)"]
     plt.close(fig)
+
+
+def test_the_book_style_tells_six_default_lines_apart():
+    """Six lines drawn without a style of their own: under seaborn's plain theme they differ by colour
+    alone (and some colours merge under a deficiency); under the book's style they do not."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    from kmtbook.figure_checks import colour_only_series
+    from kmtbook.plotting import set_book_style
+
+    def six_lines():
+        fig, ax = plt.subplots()
+        for i in range(6):
+            ax.plot([0, 1, 2], [i, i + 1, i], label=f"series {i}")
+        ax.legend()
+        problems = colour_only_series(fig)
+        plt.close(fig)
+        return problems
+
+    with mpl.rc_context():
+        sns.set_theme(style="whitegrid", context="notebook")
+        assert any("differ by colour alone" in p for p in six_lines())
+        set_book_style()
+        assert six_lines() == []
