@@ -23,6 +23,8 @@ PAPER_STEPS = 10_000
 """The length of the paper's training runs (its Figs. 9 and 10 show 10 000 steps)."""
 COLOUR = {"onehot": "C0", "data": "C1"}
 """The colour of each embedding in every figure of the chapter."""
+LINE_STYLE = {"onehot": "-", "data": "--"}
+"""The line style of each embedding, so that the two widths differ by more than colour."""
 
 
 def config_mask(frame, **values) -> np.ndarray:
@@ -54,7 +56,8 @@ def draw_bands(ax_loss, ax_rel, data) -> dict[str, int]:
         label = f"{WIDTH[embedding]} ({n_seeds} seed{'s' if n_seeds != 1 else ''})"
         for ax, value in ((ax_loss, "train_loss_window"), (ax_rel, "val_rel_objective")):
             b = seed_bands(part, value, by=["embedding"])
-            plot_band(ax, b.step, b["median"], b.q25, b.q75, label=label, colour=COLOUR[embedding])
+            plot_band(ax, b.step, b["median"], b.q25, b.q75, label=label, colour=COLOUR[embedding],
+                      linestyle=LINE_STYLE[embedding])
     ax_rel.axhline(1, ls=":", c="k", lw=1)
     for ax in (ax_loss, ax_rel):
         log2_axis(ax)
