@@ -179,11 +179,20 @@ def test_no_code_line_is_clipped(pdf, quick_book):
     assert not missing, f"{len(missing)} of {counted} code lines are not whole in the PDF, e.g. {missing[:5]}"
 
 
+def _margin_line(line: str) -> bool:
+    """A line of the running header (the book's title; its version and commit) or footer (page x / y)."""
+    return bool(re.fullmatch(r"\s*\d+\s*/\s*\d+\s*", line) or re.match(r"\s*version \S+, commit", line)
+                or "transformer circuits that run k-means" in line)
+
+
 def test_no_page_is_blank(pdf):
+    """No page holds only its margins: the running title and version above and "x / y" below print on
+    every page, so a page whose other text is empty and that draws no image is blank."""
     blank = []
     for number, (page, text) in enumerate(zip(_reader(pdf).pages, _pages_text(pdf), strict=True), start=1):
         drawn = "/XObject" in (page.get("/Resources") or {})
-        if not text.strip() and not drawn:
+        body = [line for line in text.splitlines() if line.strip() and not _margin_line(line)]
+        if not body and not drawn:
             blank.append(number)
     assert not blank, f"blank pages: {blank}"
 
@@ -201,9 +210,13 @@ def test_every_figure_prints_its_citation_line(pdf, quick_book):
 
 def test_interactive_figures_print_where_they_move(pdf, quick_book):
     pages = [(quick_book / "book" / f"{stem}.html").read_text() for stem in _chapter_pages(quick_book)]
-    moving = sum(text.count('class="animation"') + text.count('class="kmt-slider-figure"') for text in pages)
+    moving = sum(text.count('class="kmt-moving"') for text in pages)  # (the book's player, kmtbook.html_figures)
+    assert moving >= 4, "the book's two animations and two sliders"
     printed = _squeezed("".join(_pages_text(pdf)))
     assert printed.count(_squeezed("Interactive in the online book:")) == moving
+    assert printed.count(_squeezed("step through the animation")) >= 2
+    assert printed.count(_squeezed("move the slider")) >= 2
+    assert _squeezed("Keys: ← → step") not in printed, "the player's controls do not print"
 
 
 def test_the_pdf_is_tagged_with_headings_and_the_figures_alternatives(pdf, quick_book):

@@ -28,8 +28,11 @@ from .pages import page_info
 
 PRINT_CSS = "kmt-print.css"
 BOOK_PDF = "kmt-book.pdf"  # kmtbook.book_pdf.PDF_NAME: the whole book, at the root of the HTML
-INTERACTIVE_MARKS = ('class="animation"', "kmt-slider-figure")
-"""What the HTML of an interactive figure holds: matplotlib's step-through animation, the book's slider."""
+INTERACTIVE_MARKS = ('class="kmt-moving"',)
+"""What the HTML of an interactive figure holds: the book's player (:func:`kmtbook.html_figures.slider_html`),
+of an animation (with a play button) or of a figure under a slider."""
+PLAYS = 'aria-label="Play"'
+"""What the player of an animation holds and that of a slider does not."""
 
 CSS = """/* kmtbook.sphinx_ext.printed: the book on paper */
 .kmt-print-only { display: none; }
@@ -62,6 +65,10 @@ CSS = """/* kmtbook.sphinx_ext.printed: the book on paper */
      title, which sphinx-book-theme hides in print (h1:first-of-type) because its print header of one page
      repeats it; that header and its list of the page's sections give way to the book's own contents */
   .kmt-book-part { break-before: page; page-break-before: always; }
+  /* a chapter's last line ends its pages: its bottom margin, carried past a full page, printed a page with
+     nothing on it before the next chapter (page 42 of the book profile's PDF) */
+  .kmt-book-part > :last-child, .kmt-book-part > :last-child > :last-child {
+    margin-bottom: 0 !important; padding-bottom: 0 !important; }
   .bd-main .bd-content .bd-article section.kmt-book-part > h1 { display: block !important; }
   body:has(.kmt-book-part) #jb-print-docs-body { display: none !important; }
   /* the figures page's thumbnails repeat the figures the book prints in full (and link the web's files) */
@@ -225,7 +232,7 @@ def _mark_interactive(app: Sphinx, doctree: nodes.document, root: str) -> None:
         where = citation.where(page + suffix + (f"#{last_label}" if last_label else ""))
         note = nodes.paragraph(classes=["kmt-print-only", "kmt-print-note"])
         note += nodes.emphasis(text="Interactive in the online book: ")
-        kind = "step through the animation" if INTERACTIVE_MARKS[0] in node.astext() else "move the slider"
+        kind = "step through the animation" if PLAYS in node.astext() else "move the slider"
         note += nodes.Text(f"the figure above is its still; {kind} at {where}.")
         cell = holder.parent if holder.parent is not None else holder
         cell.parent.insert(cell.parent.index(cell) + 1, note)
