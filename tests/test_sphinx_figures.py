@@ -93,11 +93,11 @@ def test_the_gallery_groups_the_figures_by_chapter_as_cards_with_their_files(tmp
     assert number == f"Fig. 1.2 {LABEL}" and files == "beyond the paper · PNG · PDF"
     refs = [ref["refuri"] for ref in gallery.findall(nodes.reference)]
     assert f"figures/{LABEL}.png" in refs and f"01_kmeans_and_lloyd.html#{LABEL}" in refs
-    assert "Interactive" not in gallery.astext()  # a still figure
+    assert "interactive" not in gallery.astext()  # a still figure
     # an animation or a slider (its page of its own beside the PNG): its still, and a link to that page
     (tmp_path / "results" / f"{LABEL}.html").write_text("<html></html>")
     (card,) = gallery_page.figures_table(app, "index").children[1].children
-    assert "Interactive (the thumbnail is one frame): open it on a page of its own" in card.astext()
+    assert card.astext().endswith(" · interactive, on its own page (the thumbnail is one frame)")
     assert f"figures/{LABEL}.html" in [ref["refuri"] for ref in card.findall(nodes.reference)]
     assert card.next_node(nodes.raw) is not None  # (with its still thumbnail)
     app.env.kmt_pages["01_kmeans_and_lloyd"]["figures"] = []

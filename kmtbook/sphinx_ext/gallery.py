@@ -75,16 +75,14 @@ def _lazy_attributes(png: Path | None) -> str:
     return f'{size} loading="lazy" decoding="async"'
 
 
-def _interactive_link(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.paragraph | None:
-    """For an animation or a figure under a slider: a line under its still thumbnail with a link to its
-    page of its own (``figures/<label>.html``, published beside the PNG); None for a still figure."""
+def _interactive_link(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> list[nodes.Node]:
+    """For an animation or a figure under a slider, `` · moves on its own page`` (``figures/<label>.html``,
+    published beside the PNG; the thumbnail is one frame), in the line of its files; nothing for a still
+    figure."""
     if interactive_file(app, docname, figure) is None:
-        return None
-    line = nodes.paragraph(classes=["kmt-gallery-interactive"])
-    line += nodes.Text("Interactive (the thumbnail is one frame): ")
+        return []
     page = relative_uri(app, fromdoc, figure_target(app, figure["label"], ".html"))
-    line += link("open it on a page of its own", page)
-    return line
+    return [nodes.Text(" · "), link("interactive, on its own page (the thumbnail is one frame)", page)]
 
 
 def _files(app: Sphinx, fromdoc: str, label: str, png: Path | None, pdf: Path | None,
@@ -112,9 +110,6 @@ def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.contai
     card = nodes.container(classes=["kmt-gallery-card"])
     if png is not None:
         card += _thumbnail(app, fromdoc, label, number, figure, page_uri, png)
-    interactive = _interactive_link(app, fromdoc, docname, figure)
-    if interactive is not None:
-        card += interactive
     title = nodes.paragraph(classes=["kmt-gallery-number"])
     title += nodes.strong("", "", link(number, f"{page_uri}#{label}"))
     title += nodes.Text(" ")
@@ -124,6 +119,8 @@ def _card(app: Sphinx, fromdoc: str, docname: str, figure: dict) -> nodes.contai
     what += nodes.Text((reproduces(posixpath.basename(docname), label) or "(not stated)") + " · ")
     for part in _files(app, fromdoc, label, png, pdf, data_file(app, docname, figure)):
         what += part if isinstance(part, nodes.Node) else nodes.Text(part)
+    for part in _interactive_link(app, fromdoc, docname, figure):  # (a line of its own made the gallery taller)
+        what += part
     card += what
     return card
 
