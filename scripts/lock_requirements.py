@@ -3,6 +3,14 @@ version with the sha256 of each of its files, for CPU, Linux x86_64 and Python 3
 
     python scripts/lock_requirements.py            # resolve again and write requirements/*.txt (uv)
     python scripts/lock_requirements.py --check    # exit 1 if pyproject.toml changed since the locks
+    python scripts/lock_requirements.py --upgrade-into _build/upgrade/lock
+                                                   # a scratch lock: the newest versions the ranges allow
+
+A new resolution keeps the versions of the committed locks wherever pyproject.toml still allows them
+(uv prefers the pins of the file it rewrites), so a change of one range moves only what it must.
+``--upgrade-into FOLDER`` resolves every package afresh to the newest version its ranges allow and
+writes the same files into FOLDER, never into requirements/: ``nox -s upgrade`` installs the book from
+that scratch lock and reports what moves (kmtbook/upgrade_report.py).
 
 The locks are made with ``uv pip compile --generate-hashes`` (install uv with ``pip install uv``). torch
 stays out of them: the sessions install it first (TORCH_SPEC, default the CPU wheel torch==2.13.0, or a
@@ -59,11 +67,13 @@ def pins(lock: Path) -> dict[str, str]:
     return {match[1]: match[2] for match in _PIN.finditer(lock.read_text())}
 
 
-def constraints_text() -> str:
-    """requirements/constraints.txt as the locks make it: the union of their pins (they agree on each)."""
+def constraints_text(folder: Path | None = None) -> str:
+    """requirements/constraints.txt as the locks make it (those of ``folder``, default requirements/): the
+    union of their pins (they agree on each)."""
+    folder = ROOT / "requirements" if folder is None else Path(folder)
     union: dict[str, str] = {}
     for name in LOCKS:
-        union.update(pins(ROOT / "requirements" / f"{name}.txt"))
+        union.update(pins(folder / f"{name}.txt"))
     lines = [f"{package}=={version}" for package, version in sorted(union.items())]
     return ("# requirements/constraints.txt: the versions of requirements/{" + ",".join(LOCKS) + "}.txt without "
             "their hashes,\n# for environment.yml and binder/requirements.txt (pip -c). Written by "
@@ -78,22 +88,41 @@ def header(name: str, extra: str, digest: str) -> str:
             f"{DIGEST_LINE}{digest}\n")
 
 
-def write_lock(name: str, extra: str, find_links: str | None) -> Path:
+def write_lock(name: str, extra: str, find_links: str | None, folder: Path | None = None,
+               upgrade: bool = False) -> Path:
+    """Resolve the extra and write ``<folder>/<name>.txt`` (default requirements/). Without ``upgrade`` the
+    committed lock's versions are kept where the ranges allow them; with it, every package is resolved
+    afresh (the newest version the ranges allow)."""
     digest = dependency_digest((ROOT / "pyproject.toml").read_text())
+    folder = ROOT / "requirements" if folder is None else Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
         constraint = Path(tmp, "torch.txt")
         constraint.write_text(TORCH + "\n")
         out = Path(tmp, "lock.txt")
+        committed = ROOT / "requirements" / f"{name}.txt"
+        if not upgrade and committed.is_file():
+            out.write_text(committed.read_text())  # uv prefers the versions of the file it rewrites
         command = ["uv", "pip", "compile", "pyproject.toml", "--extra", extra, "--python-version", PYTHON,
                    "--python-platform", PLATFORM, "--generate-hashes", "--no-emit-package", "torch",
                    "--constraint", str(constraint), "--no-header", "--quiet", "--output-file", str(out)]
+        if upgrade:
+            command.append("--upgrade")
         if find_links:
             command += ["--find-links", find_links]
         subprocess.run(command, cwd=ROOT, check=True)
-        lock = ROOT / "requirements" / f"{name}.txt"
-        lock.parent.mkdir(exist_ok=True)
+        lock = folder / f"{name}.txt"
+        lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(header(name, extra, digest) + out.read_text())
     return lock
+
+
+def scratch_folder(path: str) -> Path:
+    """The folder of a scratch lock: anything but requirements/ (whose locks only a deliberate update rewrites)."""
+    folder = Path(path).resolve()
+    if folder == (ROOT / "requirements").resolve():
+        raise SystemExit("lock_requirements: --upgrade-into must name a scratch folder, not requirements/ "
+                         "(run without it to update the committed locks)")
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the locks follow pyproject.toml")
     parser.add_argument("--find-links", default=os.environ.get("PIP_FIND_LINKS"),
                         help="where the CPU torch wheel lies (default: $PIP_FIND_LINKS)")
+    parser.add_argument("--upgrade-into", metavar="FOLDER", default=None,
+                        help="resolve the newest versions the ranges allow into FOLDER (a scratch lock: "
+                             "requirements/ is not touched)")
     args = parser.parse_args(argv)
     digest = dependency_digest((ROOT / "pyproject.toml").read_text())
     if args.check:
@@ -110,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in stale:
             print(f"requirements/{name}.txt does not follow pyproject.toml: run python scripts/lock_requirements.py")
         return 1 if stale else 0
+    folder = scratch_folder(args.upgrade_into) if args.upgrade_into else ROOT / "requirements"
     for name, extra in LOCKS.items():
-        print(write_lock(name, extra, args.find_links))
-    (ROOT / "requirements" / CONSTRAINTS).write_text(constraints_text())
-    print(ROOT / "requirements" / CONSTRAINTS)
+        print(write_lock(name, extra, args.find_links, folder, upgrade=args.upgrade_into is not None))
+    (folder / CONSTRAINTS).write_text(constraints_text(folder))
+    print(folder / CONSTRAINTS)
     return 0
 
 
