@@ -134,3 +134,28 @@ def lint(session: nox.Session) -> None:
     _setup(session, "cpu", "lint")
     session.run("ruff", "check", *LINTED)
     session.run("mypy")
+
+
+UPGRADE = "_build/upgrade"
+
+
+@nox.session(reuse_venv=False)
+def upgrade(session: nox.Session) -> None:
+    """A deliberate upgrade, tried before it lands: `nox -s upgrade` resolves the newest versions pyproject.toml's
+    ranges allow into a scratch lock (_build/upgrade/lock/, never requirements/), installs the book's environment
+    from it (torch as in every session, TORCH_SPEC), runs every chapter in the quick profile and writes
+    _build/upgrade/upgrade_report.{md,json}: each package whose version changes, each guarded number that moves
+    beyond its tolerance, each chapter that fails (kmtbook/upgrade_report.py). Fails when a chapter fails;
+    `nox -s upgrade -- --strict` also when a number moves. A fresh environment each time (nothing left over)."""
+    lock = f"{UPGRADE}/lock"
+    session.install("--no-compile", "uv")
+    session.run("python", "scripts/lock_requirements.py", "--upgrade-into", lock)
+    torch_args = [os.environ.get("TORCH_SPEC", "torch==2.13.0")]
+    if os.environ.get("TORCH_INDEX_URL"):
+        torch_args += ["--index-url", os.environ["TORCH_INDEX_URL"]]
+    session.install("--no-compile", *torch_args)
+    session.install("--no-compile", "--require-hashes", "-r", f"{lock}/book.txt")
+    session.install("--no-compile", "--no-deps", "-e", ".")
+    env = {"KMT_DEVICE": "cpu", "PYTHONDONTWRITEBYTECODE": ""}
+    session.run("python", "-c", CHECK_TORCH, "cpu", env=env)
+    session.run("python", "-m", "kmtbook.upgrade_report", "--new", lock, "--out", UPGRADE, *session.posargs, env=env)
