@@ -127,3 +127,49 @@ def test_a_tag_publishes_a_release_that_names_the_package_version():
     assert keep["if"] == "github.ref_type == 'tag'" and "gh release upload" in keep["run"]
     device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
     assert f"--pack _build/{device}/_build/html" in keep["run"]
+
+
+# --------------------------------------------------------------------------- the weekly upgrade (upgrade.yml)
+
+UPGRADE_WORKFLOW = ROOT / ".github" / "workflows" / "upgrade.yml"
+
+
+def _upgrade_steps() -> list[dict]:
+    return [step for job in yaml.safe_load(UPGRADE_WORKFLOW.read_text())["jobs"].values()
+            for step in job.get("steps", [])]  # fmt: skip
+
+
+def test_the_upgrade_workflow_matches_the_github_actions_schema():
+    proc = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
+         str(UPGRADE_WORKFLOW)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exe = _actionlint()
+    if exe is not None:
+        proc = subprocess.run([exe, "-no-color", str(UPGRADE_WORKFLOW)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_upgrade_runs_weekly_and_keeps_its_report_and_scratch_lock():
+    """nox -s upgrade on a schedule and on demand; its report (Markdown and JSON) and its scratch lock are kept
+    as an artefact even when the session fails (a failed chapter fails it); torch from the CPU index only."""
+    import ast
+
+    from kmtbook.upgrade_report import REPORT_JSON, REPORT_MD
+
+    workflow = yaml.safe_load(UPGRADE_WORKFLOW.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
+    assert triggers["schedule"][0]["cron"] and "workflow_dispatch" in triggers
+    steps = _upgrade_steps()
+    run = next(step for step in steps if "nox -s upgrade" in step.get("run", ""))
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    folder = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "UPGRADE" for t in node.targets))
+    keep = next(step for step in steps if step.get("uses", "").split("@")[0] == "actions/upload-artifact")
+    assert keep["if"] == "always()" and steps.index(run) < steps.index(keep)
+    kept = keep["with"]["path"].split()
+    assert {f"{folder}/{REPORT_MD}", f"{folder}/{REPORT_JSON}", f"{folder}/lock/"} <= set(kept)
+    env = next(iter(workflow["jobs"].values()))["env"]
+    assert env["TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
+    assert env["PIP_FIND_LINKS"].startswith("https://download.pytorch.org/whl/cpu/")
