@@ -110,14 +110,26 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+LOCK_FOLDER = "requirements"
+LOCK_FILES = ("book.txt", "tests.txt", "lint.txt", "launch.txt", "constraints.txt")
+"""The lock a build was made with, which the build publishes beside its pages (``requirements/*.txt`` at the root
+of the HTML, copied there by :mod:`kmtbook.sphinx_ext.rebuild`): a release archive carries its environment."""
+
+
 def pack(build_html: Path, version: str, out: Path) -> Path:
     """Write the release archive of ``build_html`` (``kmt-book-html-<version>.tar.gz``) and its
     ``.sha256`` (``sha256sum`` format) into ``out``; return the archive's path. The build must be a build of
-    ``version`` and hold plain files and folders only, as :func:`publish` requires."""
+    ``version``, hold the lock it was built with (:data:`LOCK_FILES`) and hold plain files and folders only, as
+    :func:`publish` requires."""
     build_html = Path(build_html)
     where = f"--pack {build_html}"
     if not (build_html / "index.html").is_file():
         raise PublishError(f"{where}: no index.html there; give the HTML folder of a book build")
+    missing = [f"{LOCK_FOLDER}/{name}" for name in LOCK_FILES if not (build_html / LOCK_FOLDER / name).is_file()]
+    if missing:
+        raise PublishError(f"{where} holds no {', '.join(missing)}: a release archive carries the lock its book was "
+                           "built with; build it with the book command, which publishes the repository's "
+                           f"{LOCK_FOLDER}/ beside the pages")
     if Path(out).resolve().is_relative_to(build_html.resolve()):
         raise PublishError(f"--out {out} is inside the build {build_html}: the archive would hold itself; write "
                            "it outside the build")

@@ -42,6 +42,10 @@ def _build(tmp: Path, name: str, text: str, slot: str = "v0.1.0", *, package: st
     cff = {"cff-version": "1.2.0", "title": "kmt-book", "version": package, **({"url": url} if url else {})}
     (html / "CITATION.cff").write_text("# CITATION.cff of this build\n" + yaml.safe_dump(cff, sort_keys=False))
     (html / "switcher.json").write_text(json.dumps([{"name": slot, "version": slot, "url": url or "/"}]))
+    lock = html / publish.LOCK_FOLDER  # the lock the build was made with, as kmtbook.sphinx_ext.rebuild copies it
+    lock.mkdir()
+    for name in publish.LOCK_FILES:
+        shutil.copyfile(ROOT / publish.LOCK_FOLDER / name, lock / name)
     return html
 
 
@@ -123,6 +127,23 @@ def test_release_archives_round_trip(tmp_path):
                          "--version", "dev", "--address", ADDRESS]) == 0
     assert "first chapter" in (site / "v0.1.0" / "book" / "02_kmeans_transformer.html").read_text()
     assert [e["version"] for e in json.loads((site / "switcher.json").read_text())] == ["v0.1.0", "dev"]
+
+
+def test_a_release_archive_holds_the_lock_its_book_was_built_with(tmp_path, capsys):
+    archive = publish.pack(_build(tmp_path, "a", "first"), "v0.1.0", tmp_path / "dist")
+    with tarfile.open(archive) as tar:
+        for name in publish.LOCK_FILES:
+            member = tar.extractfile(f"v0.1.0/{publish.LOCK_FOLDER}/{name}")
+            assert member is not None and member.read() == (ROOT / publish.LOCK_FOLDER / name).read_bytes(), name
+    # a build without its lock (or with part of it) makes no release archive: one line naming what is missing
+    for lost in ("book.txt", "constraints.txt"):
+        build = _build(tmp_path / lost, "b", "second")
+        (build / publish.LOCK_FOLDER / lost).unlink()
+        assert publish.main(["--pack", str(build), "--version", "v0.1.0", "--out", str(tmp_path / lost / "dist")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("publish: ")
+        assert f"holds no {publish.LOCK_FOLDER}/{lost}: a release archive carries the lock" in err
+        assert not (tmp_path / lost / "dist").exists()
 
 
 def _damage(archive: Path) -> None:
@@ -291,7 +312,7 @@ def test_a_site_inside_the_build_is_refused(tmp_path, capsys):
                  f"the site {inside} is inside the build")
         assert not (build / "_site").exists() and not (build / "book" / "deeper").exists()
     assert sorted(p.name for p in build.iterdir()) == ["CITATION.cff", "_static", "book", "index.html",
-                                                       "switcher.json"]
+                                                       publish.LOCK_FOLDER, "switcher.json"]
 
 
 def test_a_site_that_is_a_file_or_another_folder_is_refused(tmp_path, capsys):

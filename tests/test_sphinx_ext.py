@@ -38,7 +38,7 @@ def test_each_part_is_a_short_module_and_the_parts_import_no_cycle():
     parts = {p.stem: _sibling_imports(p) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__init__"}
     assert set(parts) == {"accessibility", "assets", "downloads", "figures", "gallery", "metrics", "pages",
                           "printed",
-                          "provenance", "references", "rerun", "versions"}
+                          "provenance", "rebuild", "references", "rerun", "versions"}
     long = {p.name: n for p in PACKAGE.glob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert not long, f"split these modules (over 400 lines): {long}"
     assert not any("__init__" in imported for imported in parts.values()), parts
@@ -84,7 +84,7 @@ def test_setup_connects_every_part():
     assert app.nodes == [pages.kmt_placeholder, metrics.kmt_metric]
     assert app.roles == {"metric": metrics.metric_role}
     assert set(app.directives) == {"figure-list", "chapter-runs", "build-environment", "book-citation",
-                                   "figure-citation", "reference-check"}
+                                   "figure-citation", "reference-check", "book-rebuild"}
     handlers = {(event, handler, priority) for event, handler, priority in app.handlers}
     for expected in [("config-inited", figures.set_book_url, 500), ("config-inited", versions.configure_switcher, 600),
                      ("config-inited", versions.configure_launch, 500),

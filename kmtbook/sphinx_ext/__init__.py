@@ -19,6 +19,10 @@ has, so a new chapter needs no registration anywhere:
   the end of every page; ``CITATION.cff`` of the build is written beside the HTML. The address is
   ``html_baseurl``, replaced by ``$KMT_BOOK_URL`` when that is set (at publish time); each version
   is cited at its own folder of the site (``<site>/vX.Y.Z/`` or ``<site>/dev/``).
+* **This version's environment.** The lock the build was made with (``requirements/*.txt``) is published at
+  the root of the HTML (so a release archive holds it too), and ``book-rebuild`` writes, for this version, the
+  commands that fetch its source (at its tag, or its commit), rebuild the book and rerun one chapter
+  (:mod:`.rebuild`, :mod:`kmtbook.rebuild`).
 * **Versions.** The theme's version switcher reads the site's list of versions (:mod:`.versions`;
   the list, the root redirect and the banner of an older release are written by
   :mod:`kmtbook.publish` when the site is assembled); a page opened from disk reads this build's
@@ -46,10 +50,11 @@ has, so a new chapter needs no registration anywhere:
 One module per part, which :func:`setup` connects to Sphinx's events: :mod:`.pages` (the page
 register every part reads, the table placeholders, the data-aware cache), :mod:`.metrics`,
 :mod:`.rerun` (the rerun box and its parameter table), :mod:`.figures` (the figure register and the
-citations), :mod:`.downloads`, :mod:`.provenance`, :mod:`.references`, :mod:`.assets` (MathJax, the style sheet, the
+citations), :mod:`.downloads`, :mod:`.provenance`, :mod:`.rebuild` (the published lock and the commands of
+this version), :mod:`.references`, :mod:`.assets` (MathJax, the style sheet, the
 theme's page context) and :mod:`.accessibility` (the theme's buttons and the bibliography, named and
-marked up for a screen reader). A part imports :mod:`.pages` (and :mod:`.provenance` also :mod:`.figures`),
-never this package.
+marked up for a screen reader). A part imports :mod:`.pages` (and :mod:`.provenance` and :mod:`.rebuild` also
+:mod:`.figures`), never this package.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ from .pages import (
 )
 from .printed import add_print_notes, offer_book_pdf, printed_book, write_print_css
 from .provenance import environment_table, runs_table
+from .rebuild import copy_lock, rebuild_directive
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
 from .versions import add_from_disk_script, configure_launch, configure_switcher, write_switcher
@@ -111,7 +117,7 @@ def _doctree_read(app: Sphinx, doctree: nodes.document) -> None:
 def _fill_placeholders(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     makers = {"figures": figures_table, "runs": runs_table, "environment": environment_table,
               "references": reference_table}
-    many = {"citation": book_citation, "figure-citation": figure_citation_example}
+    many = {"citation": book_citation, "figure-citation": figure_citation_example, "rebuild": rebuild_directive}
     for node in list(doctree.findall(kmt_placeholder)):
         kind = node["kind"]
         node.replace_self(many[kind](app, docname, node) if kind in many else makers[kind](app, docname))
@@ -130,6 +136,7 @@ def _build_finished(app: Sphinx, exception) -> None:
     write_slide_sets(app)
     write_downloads(app)
     write_cff(app)
+    copy_lock(app)
     write_switcher(app)
 
 
@@ -148,6 +155,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("build-environment", placeholder_directive("environment"))
     app.add_directive("reference-check", placeholder_directive("references"))
     app.add_directive("book-citation", placeholder_directive("citation"))
+    app.add_directive("book-rebuild", placeholder_directive("rebuild"))
     app.add_directive("figure-citation", placeholder_directive("figure-citation", argument=True))
     app.connect("config-inited", set_book_url)
     app.connect("config-inited", configure_switcher, priority=600)  # after set_book_url

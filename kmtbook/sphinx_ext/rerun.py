@@ -192,13 +192,20 @@ def add_rerun_box(app: Sphinx, doctree: nodes.document, docname: str, run: dict 
         _insert_after_overview(doctree, box)
 
 
-def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
+def chapter_rerun_command(app: Sphinx, docname: str) -> str:
+    """The papermill command of a chapter's rerun box: its source as the repository names it, the values that
+    built its page."""
     _path, nb = _source_notebook(app, docname)
-    stem = Path(docname).name
     shown_source = posixpath.relpath(app.env.doc2path(docname), app.srcdir).replace(os.sep, "/")
     if app.config.kmt_chapter_suffix:
         shown_source = posixpath.splitext(shown_source)[0] + app.config.kmt_chapter_suffix
-    command = rerun_command(shown_source, rerun_values(nb))
+    return rerun_command(shown_source, rerun_values(nb))
+
+
+def _rerun_box(app: Sphinx, docname: str, run: dict | None) -> nodes.Node:
+    _path, nb = _source_notebook(app, docname)
+    stem = Path(docname).name
+    command = chapter_rerun_command(app, docname)
     rows, paper_is_book = parameter_rows(nb, stem)
 
     box = nodes.admonition(classes=[RERUN_CLASS, "note"])
