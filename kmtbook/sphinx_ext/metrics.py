@@ -29,8 +29,8 @@ def metric_role(name, rawtext, text, lineno, inliner, options=None, content=None
     """``{metric}`<chapter stem>:<metric>[<index>]:<format>```: e.g. ``01_kmeans_and_lloyd:lloyd_t20:.2f``
     or ``05_training:main_model_median[-1]:.2f``; on a chapter's own page the stem may be left out
     (``{metric}`exact_tasks```). ``chapters:min_<name>`` and ``chapters:max_<name>`` are the least and the
-    greatest value of a number every chapter records (``{metric}`chapters:max_wall_seconds:.0f```). The format is Python's (``.2f``, ``.0%``, ``.1e``, the last written
-    as a power of ten)."""
+    greatest value of a number every chapter records (``{metric}`chapters:max_wall_seconds:.0f```). The format
+    is Python's (``.2f``, ``.0%``, ``.1e``, the last written as a power of ten)."""
     env = inliner.document.settings.env
     match = _METRIC.match(text.strip())
     if match is None:
