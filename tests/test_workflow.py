@@ -142,7 +142,8 @@ def _git(*args: str, cwd: Path, env: dict[str, str]) -> str:
 def test_the_workflow_puts_each_builds_notebooks_where_the_colab_button_points(tmp_path):
     """The notebooks step, run as written against a local repository standing in for GitHub: each build's
     notebooks land on the branch the Colab buttons name, under the build's version folder (the page's path
-    there is the button's), replacing that folder only; a build with the same notebooks commits nothing."""
+    there is the button's), replacing that folder only; the branch is one commit without history (a clone
+    does not download every earlier build's notebooks); a build with the same notebooks changes nothing."""
     import os
 
     from kmtbook.sphinx_ext.versions import NOTEBOOKS_BRANCH, colab_address
@@ -188,9 +189,10 @@ def test_the_workflow_puts_each_builds_notebooks_where_the_colab_button_points(t
     publish("v0.1.0", {"book/01_a": "release one"})
     publish("dev", {"book/02_b": "dev two, again"})
     assert branch() == {"dev/book/02_b.ipynb": "dev two, again", "v0.1.0/book/01_a.ipynb": "release one"}
-    commits = _git("rev-list", "--count", NOTEBOOKS_BRANCH, cwd=origin, env=env)
+    assert _git("rev-list", "--count", NOTEBOOKS_BRANCH, cwd=origin, env=env).strip() == "1"
+    published = _git("rev-parse", NOTEBOOKS_BRANCH, cwd=origin, env=env)
     publish("dev", {"book/02_b": "dev two, again"})
-    assert _git("rev-list", "--count", NOTEBOOKS_BRANCH, cwd=origin, env=env) == commits
+    assert _git("rev-parse", NOTEBOOKS_BRANCH, cwd=origin, env=env) == published
     assert _git("log", "-1", "--format=%s", "main", cwd=origin, env=env).strip() == "start"  # main untouched
     url = colab_address("https://github.com/owner/kmt-book", "v0.1.0", "book/01_a")
     assert url is not None and url.endswith(f"/blob/{NOTEBOOKS_BRANCH}/v0.1.0/book/01_a.ipynb")
