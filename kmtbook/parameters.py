@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .install_cell import FIRST_LINE as INSTALL_CELL_FIRST_LINE
+
 PROFILES: tuple[str, ...] = ("quick", "book", "paper")
 """``quick``: a smoke run for the tests (under a minute on 2 CPU cores); ``book``: the default build
 on a 2-core CPU (a chapter within 10 minutes); ``paper``: the paper's own scale (a GPU helps)."""
@@ -224,11 +226,12 @@ def passed_parameters(history: Sequence[str]) -> tuple[list[str], list[str]] | N
     Papermill runs the ``parameters`` cell, then the cell it injected with the values given on its
     command line (first line ``# Parameters``), then the rest. ``declared`` are the names assigned
     before the injected cell (the chapter's parameters), ``passed`` the names the injected cell
-    assigns."""
+    assigns. The install cell of a downloaded notebook (:mod:`kmtbook.install_cell`) declares none."""
     for i in range(len(history) - 1, -1, -1):
         source = history[i] or ""
         if source.lstrip().startswith(PAPERMILL_HEADER):
-            declared = [name for cell in history[:i] for name in _assigned_names(cell or "")]
+            chapter = [cell or "" for cell in history[:i] if not (cell or "").startswith(INSTALL_CELL_FIRST_LINE)]
+            declared = [name for cell in chapter for name in _assigned_names(cell)]
             return declared, _assigned_names(source)
     return None
 

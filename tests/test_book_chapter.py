@@ -201,6 +201,12 @@ def test_the_parameters_papermill_injected_are_read_from_the_history():
     assert passed_parameters(history) == (["device", "seed", "n_tasks"], ["seed", "n_taks"])
     # the book build and an interactive session inject nothing: nothing to check
     assert passed_parameters(["", PARAMETERS_CELL, "chapter = kmtbook.open_chapter(...)"]) is None
+    # a downloaded notebook's install cell comes first; its constants are no parameters of the chapter
+    from kmtbook.install_cell import install_cell
+
+    install = install_cell("https://github.com/owner/kmt-book", "v0.1.0", "torch==2.13.0", "https://x.invalid/")
+    history = ["", install.source, PARAMETERS_CELL, "# Parameters\nseed = 3\n"]
+    assert passed_parameters(history) == (["device", "seed", "n_tasks"], ["seed"])
 
 
 def test_a_misspelt_parameter_is_named_with_the_closest_one():

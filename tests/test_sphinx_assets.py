@@ -8,8 +8,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
+import pytest
 
+from kmtbook.citation import BookCitation
+from kmtbook.install_cell import TAG
+from kmtbook.repo_root import REPO_ROOT
 from kmtbook.sphinx_ext import assets, downloads
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_mathjax_comes_from_the_installed_package():
@@ -81,14 +87,22 @@ def _notebook(outputs: bool) -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=[cell])
 
 
-def _app(tmp_path: Path, config=None) -> SimpleNamespace:
+def _app(tmp_path: Path, config=None, repository: str | None = "https://github.com/owner/kmt-book") -> SimpleNamespace:
     out = tmp_path / "_build" / "html"
     out.mkdir(parents=True)
     executed = tmp_path / "_build" / "jupyter_execute" / "01_demo.ipynb"
     executed.parent.mkdir()
     nbformat.write(_notebook(outputs=False), executed)
     env = SimpleNamespace(kmt_pages={"01_demo": {"chapter": True}, "index": {"chapter": False}}, mystnb_config=config)
-    return SimpleNamespace(env=env, outdir=str(out))
+    citation = BookCitation(title="kmt-book", authors="A", version="0.1.0", year="2026", commit=COMMIT,
+                            repository=repository)
+    theme = {"repository_url": "https://github.com/typed/in-config", "repository_branch": "main"}
+    return SimpleNamespace(env=env, outdir=str(out), srcdir=str(REPO_ROOT), kmt_citation=citation,
+                           config=SimpleNamespace(html_theme_options=theme))
+
+
+def _offered(app) -> nbformat.NotebookNode:
+    return nbformat.read(Path(app.outdir) / "_sources" / "01_demo.ipynb", as_version=4)
 
 
 def test_a_chapter_page_offers_its_executed_notebook(tmp_path):
@@ -101,9 +115,44 @@ def test_a_chapter_page_offers_its_executed_notebook(tmp_path):
         downloads.offer_notebook(app, page, "page.html", context, doctree=object())
         assert context == {}
     downloads.write_downloads(app)
-    executed = Path(app.outdir).parent / "jupyter_execute" / "01_demo.ipynb"
-    assert (Path(app.outdir) / "_sources" / "01_demo.ipynb").read_text() == executed.read_text()
+    executed = nbformat.read(Path(app.outdir).parent / "jupyter_execute" / "01_demo.ipynb", as_version=4)
+    offered = _offered(app)
+    assert offered.cells[1:] == executed.cells and offered.metadata == executed.metadata
     assert not (Path(app.outdir) / "_sources" / "index.ipynb").exists()
+
+
+def test_the_offered_notebook_opens_with_the_install_cell_of_its_build(tmp_path, monkeypatch):
+    """Its first cell installs this build: the repository the build names (its citation's, else _config.yml's),
+    at the commit of a development build or the tag of a release, with the launch environment's pinned torch."""
+    import kmtlib
+
+    monkeypatch.setenv("KMT_BOOK_VERSION", "dev")
+    app = _app(tmp_path / "dev")
+    downloads.write_downloads(app)
+    cell = _offered(app).cells[0]
+    assert cell.cell_type == "code" and TAG in cell.metadata["tags"] and not cell.get("outputs")
+    assert 'REPOSITORY = "https://github.com/owner/kmt-book"' in cell.source and f'REF = "{COMMIT}"' in cell.source
+    torch = next(line for line in (REPO_ROOT / "binder" / "requirements.txt").read_text().splitlines()
+                 if line.startswith("torch=="))
+    assert f'TORCH = "{torch}"' in cell.source
+    downloads.write_downloads(app)  # written again: one install cell still
+    assert [TAG in c.metadata.get("tags", []) for c in _offered(app).cells] == [True, False]
+
+    monkeypatch.setenv("KMT_BOOK_VERSION", f"v{kmtlib.__version__}")
+    app = _app(tmp_path / "release", repository=None)
+    downloads.write_downloads(app)
+    source = _offered(app).cells[0].source
+    assert 'REPOSITORY = "https://github.com/typed/in-config"' in source
+    assert f'REF = "v{kmtlib.__version__}"' in source
+
+
+def test_an_install_cell_refuses_a_value_it_cannot_write():
+    from kmtbook.install_cell import install_cell
+
+    with pytest.raises(ValueError, match="ref="):
+        install_cell("https://github.com/owner/kmt-book", 'v1"; import os', "torch==2.13.0", "https://x.invalid/")
+    with pytest.raises(ValueError, match="repository="):
+        install_cell("", "v0.1.0", "torch==2.13.0", "https://x.invalid/")
 
 
 def test_a_chapter_from_the_cache_offers_the_outputs_of_its_run(tmp_path):
@@ -116,8 +165,7 @@ def test_a_chapter_from_the_cache_offers_the_outputs_of_its_run(tmp_path):
     get_cache(cache).cache_notebook_file(ran, check_validity=False)
     app = _app(tmp_path, SimpleNamespace(execution_mode="cache", execution_cache_path=str(cache)))
     downloads.write_downloads(app)
-    offered = nbformat.read(Path(app.outdir) / "_sources" / "01_demo.ipynb", as_version=4)
-    assert offered.cells[0].outputs[0].text == "1\n"
+    assert _offered(app).cells[1].outputs[0].text == "1\n"
 
 
 def test_a_wide_figure_scrolls_in_a_named_box_a_keyboard_can_focus(tmp_path):

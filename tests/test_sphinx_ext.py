@@ -96,6 +96,7 @@ def test_setup_connects_every_part():
                      ("html-page-context", accessibility.fix_page_body, 500), ("env-purge-doc", pages.forget_page, 500),
                      ("env-merge-info", pages.merge_pages, 500), ("env-get-outdated", pages.outdated_pages, 500),
                      ("html-page-context", downloads.offer_notebook, 450),
+                     ("html-page-context", versions.add_colab_button, 520),  # after the theme's launch menu
                      ("html-page-context", assets.tidy_page, 900)]:
         assert expected in handlers, expected
     assert [event for event, _, _ in app.handlers].count("doctree-read") == 1

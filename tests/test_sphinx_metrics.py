@@ -73,6 +73,24 @@ def test_metric_value_says_why_a_number_is_missing(tmp_path):
     assert metric_value(app, "02_norun", "gap", "") == (None, "its page printed no run line (Chapter.describe)")
 
 
+def test_a_number_over_every_chapter_is_the_least_or_greatest_they_recorded(tmp_path):
+    """``chapters:min_<name>`` / ``chapters:max_<name>`` (the index's launch times: the chapters' wall_seconds)."""
+    pages = {}
+    for stem, seconds in (("01_a", 4.0), ("02_b", 25.5), ("03_c", 9.0)):
+        results = tmp_path / stem
+        results.mkdir()
+        (results / "metrics.json").write_text(json.dumps({"wall_seconds": seconds, "run_id": RUN}))
+        run = {"profile": "book", "device": "cpu", "seed": "0", "sizes": "", "output_dir": str(results), "run": RUN}
+        pages[f"book/{stem}"] = {"chapter": True, "run": run}
+    pages["book/index"] = {"chapter": False, "run": None}
+    app = SimpleNamespace(env=SimpleNamespace(kmt_pages=pages), srcdir=str(tmp_path))
+    assert _METRIC.match("chapters:max_wall_seconds:.0f").group("chapter") == "chapters"
+    assert metric_value(app, "chapters", "min_wall_seconds", "") == (4.0, "")
+    assert metric_value(app, "chapters", "max_wall_seconds", "") == (25.5, "")
+    assert metric_value(app, "chapters", "mean_wall_seconds", "")[0] is None
+    assert metric_value(app, "chapters", "max_figures", "") == (None, "book/01_a recorded no metric 'figures'")
+
+
 def test_the_page_shows_the_number_of_the_run(tmp_path):
     index = ("| claim | this build |\n| --- | --- |\n"
              "| gap | {metric}`01_demo:gap:.3f` |\n| last | {metric}`01_demo:curve[-1]:.1f` |")

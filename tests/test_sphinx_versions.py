@@ -108,3 +108,47 @@ def test_a_page_opened_from_disk_gets_this_builds_list_without_a_fetch(monkeypat
                             outdir=str(tmp_path / "other"), add_js_file=lambda *a, **k: scripts.append(a))
     versions.add_from_disk_script(other)
     assert len(scripts) == 1 and not (tmp_path / "other").exists()
+
+
+def test_colab_opens_this_versions_notebook_from_the_notebooks_branch():
+    address = versions.colab_address("https://github.com/owner/kmt-book", "v0.1.0", "book/05_training")
+    assert address == ("https://colab.research.google.com/github/owner/kmt-book/blob/notebooks/v0.1.0/"
+                       "book/05_training.ipynb")
+    assert versions.colab_address("https://github.com/owner/kmt-book.git", "dev", "book/x") == (
+        "https://colab.research.google.com/github/owner/kmt-book/blob/notebooks/dev/book/x.ipynb")
+    # Colab opens notebooks from GitHub only: elsewhere, or unknown, no address is made up
+    for repository in (None, "", "https://gitlab.com/owner/kmt-book", "https://github.com/owner",
+                       "https://github.com.invalid/owner/kmt-book"):
+        assert versions.colab_address(repository, "dev", "book/x") is None, repository
+
+
+def _page_context(binder: bool = True) -> dict:
+    launch = [{"type": "link", "text": "Binder", "url": "https://mybinder.org/x"}] if binder else []
+    launch.append({"type": "javascript", "text": "Live Code"})
+    return {"header_buttons": [{"type": "group", "label": "download-buttons", "buttons": []},
+                               {"type": "group", "label": "launch-buttons", "buttons": launch}]}
+
+
+def _app_with(repository: str | None) -> SimpleNamespace:
+    from kmtbook.citation import BookCitation
+
+    citation = BookCitation(title="t", authors="a", version=kmtlib.__version__, year="2026", repository=repository)
+    env = SimpleNamespace(kmt_pages={"book/05_training": {"chapter": True}, "book/cite": {"chapter": False}})
+    return SimpleNamespace(env=env, kmt_citation=citation)
+
+
+def test_a_chapter_page_has_a_colab_button_beside_binders(monkeypatch):
+    monkeypatch.setenv("KMT_BOOK_VERSION", "dev")
+    app = _app_with("https://github.com/owner/kmt-book")
+    context = _page_context()
+    versions.add_colab_button(app, "book/05_training", "page.html", context, doctree=object())
+    launch = context["header_buttons"][1]["buttons"]
+    assert [b["text"] for b in launch] == ["Binder", "Colab", "Live Code"]
+    assert launch[1]["url"] == versions.colab_address("https://github.com/owner/kmt-book", "dev", "book/05_training")
+    assert launch[1]["icon"] == "_static/images/logo_colab.png"  # the theme's own logo
+    # a page that is no chapter, or a build whose repository is unknown or not on GitHub: no Colab button
+    for other, page in ((app, "book/cite"), (_app_with(None), "book/05_training"),
+                        (_app_with("https://gitlab.com/owner/kmt-book"), "book/05_training")):
+        context = _page_context()
+        versions.add_colab_button(other, page, "page.html", context, doctree=object())
+        assert [b["text"] for b in context["header_buttons"][1]["buttons"]] == ["Binder", "Live Code"]

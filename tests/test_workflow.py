@@ -173,3 +173,73 @@ def test_the_upgrade_runs_weekly_and_keeps_its_report_and_scratch_lock():
     env = next(iter(workflow["jobs"].values()))["env"]
     assert env["TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
     assert env["PIP_FIND_LINKS"].startswith("https://download.pytorch.org/whl/cpu/")
+
+
+def _notebooks_step() -> dict:
+    return next(step for step in _steps() if "refs/heads/$BRANCH" in step.get("run", ""))
+
+
+def _git(*args: str, cwd: Path, env: dict[str, str]) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def test_the_workflow_puts_each_builds_notebooks_where_the_colab_button_points(tmp_path):
+    """The notebooks step, run as written against a local repository standing in for GitHub: each build's
+    notebooks land on the branch the Colab buttons name, under the build's version folder (the page's path
+    there is the button's), replacing that folder only; the branch is one commit without history (a clone
+    does not download every earlier build's notebooks); a build with the same notebooks changes nothing."""
+    import os
+
+    from kmtbook.sphinx_ext.versions import NOTEBOOKS_BRANCH, colab_address
+
+    step = _notebooks_step()
+    device = re.search(r"book\(device='(\w+)'\)", _readme_book_command()).group(1)
+    assert step["env"]["BRANCH"] == NOTEBOOKS_BRANCH
+    assert step["env"]["SOURCES"] == f"_build/{device}/_build/html/_sources"  # where the build writes them
+    assert step["env"]["VERSION"] == "${{ steps.version.outputs.version }}"
+    build = next(step for step in _steps() if step.get("run", "").strip() == _readme_book_command())
+    assert _steps().index(build) < _steps().index(step)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(HOME=str(tmp_path / "home"), GITHUB_SHA="0" * 40, BRANCH=step["env"]["BRANCH"],
+               SOURCES=step["env"]["SOURCES"])
+    (tmp_path / "home").mkdir()
+    origin = tmp_path / "origin.git"
+    _git("init", "--quiet", "--bare", "--initial-branch=main", str(origin), cwd=tmp_path, env=env)
+    seed = tmp_path / "seed"
+    _git("init", "--quiet", "--initial-branch=main", str(seed), cwd=tmp_path, env=env)
+    (seed / "README.md").write_text("the project\n")
+    _git("add", "README.md", cwd=seed, env=env)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "start", cwd=seed, env=env)
+    _git("push", "--quiet", str(origin), "main", cwd=seed, env=env)
+
+    def publish(version: str, notebooks: dict[str, str]) -> None:
+        work = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
+        _git("clone", "--quiet", "--depth", "1", f"file://{origin}", str(work), cwd=tmp_path, env=env)
+        for page, text in notebooks.items():
+            path = work / step["env"]["SOURCES"] / f"{page}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        (work / step["env"]["SOURCES"] / "book" / "index.md.txt").write_text("a page's source, not a notebook")
+        proc = subprocess.run(["bash", "-c", step["run"]], cwd=work, env={**env, "VERSION": version},
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def branch() -> dict[str, str]:
+        listing = _git("ls-tree", "-r", "--name-only", NOTEBOOKS_BRANCH, cwd=origin, env=env).split()
+        return {name: _git("show", f"{NOTEBOOKS_BRANCH}:{name}", cwd=origin, env=env) for name in listing}
+
+    publish("dev", {"book/01_a": "dev one", "book/02_b": "dev two"})
+    assert branch() == {"dev/book/01_a.ipynb": "dev one", "dev/book/02_b.ipynb": "dev two"}
+    publish("v0.1.0", {"book/01_a": "release one"})
+    publish("dev", {"book/02_b": "dev two, again"})
+    assert branch() == {"dev/book/02_b.ipynb": "dev two, again", "v0.1.0/book/01_a.ipynb": "release one"}
+    assert _git("rev-list", "--count", NOTEBOOKS_BRANCH, cwd=origin, env=env).strip() == "1"
+    published = _git("rev-parse", NOTEBOOKS_BRANCH, cwd=origin, env=env)
+    publish("dev", {"book/02_b": "dev two, again"})
+    assert _git("rev-parse", NOTEBOOKS_BRANCH, cwd=origin, env=env) == published
+    assert _git("log", "-1", "--format=%s", "main", cwd=origin, env=env).strip() == "start"  # main untouched
+    url = colab_address("https://github.com/owner/kmt-book", "v0.1.0", "book/01_a")
+    assert url is not None and url.endswith(f"/blob/{NOTEBOOKS_BRANCH}/v0.1.0/book/01_a.ipynb")
+    assert url.split(f"/blob/{NOTEBOOKS_BRANCH}/")[1] in branch()

@@ -28,7 +28,9 @@ has, so a new chapter needs no registration anywhere:
   :mod:`kmtbook.publish` when the site is assembled); a page opened from disk reads this build's
   list from a script beside it, as the browser fetches nothing for a ``file://`` page.
 * **Executed notebook download.** Each chapter page offers the executed ``.ipynb`` (the one the
-  build ran, ``parameters`` tag kept) through the theme's download button.
+  build ran, ``parameters`` tag kept) through the theme's download button; its first cell installs this
+  version of the book when the notebook runs outside the repository (:mod:`kmtbook.install_cell`), and the
+  launch menu opens it in Colab beside Binder when the build's repository is on GitHub (:mod:`.versions`).
 * **Figure register.** Every labelled figure is collected with its chapter-qualified number and
   caption; its PNG and PDF are published under stable names, ``figures/<label>.png`` and
   ``figures/<label>.pdf`` at the root of the HTML output. The directive ``figure-list`` renders
@@ -91,7 +93,7 @@ from .provenance import environment_table, runs_table
 from .rebuild import copy_lock, rebuild_directive
 from .references import reference_table
 from .rerun import add_rerun_box, downloaded_notebook_command, parameter_rows, rerun_command, rerun_values
-from .versions import add_from_disk_script, configure_launch, configure_switcher, write_switcher
+from .versions import add_colab_button, add_from_disk_script, configure_launch, configure_switcher, write_switcher
 
 # The public helpers of the parts (the tests and the READMEs' command checks use them), and the two
 # node classes under their old names, which pickled doctrees of earlier builds refer to.
@@ -174,6 +176,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", add_print_notes, priority=600)  # the single page of the PDF
     app.connect("html-page-context", offer_notebook, priority=450)
     app.connect("html-page-context", offer_book_pdf, priority=520)  # after the theme's download menu (501)
+    app.connect("html-page-context", add_colab_button, priority=520)  # after the theme's launch menu (501)
     app.connect("html-page-context", tidy_page, priority=900)
     app.connect("html-page-context", fix_page_body)
     app.connect("build-finished", _build_finished)

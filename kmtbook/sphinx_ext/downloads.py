@@ -1,12 +1,20 @@
-"""The executed notebook of each chapter page, offered through the theme's download button."""
+"""The executed notebook of each chapter page, offered through the theme's download button and opened by the
+Colab button (:mod:`.versions`): its first cell installs this build's version of the book when the notebook runs
+outside the repository (:mod:`kmtbook.install_cell`), from the repository the build names (its citation's, else
+``_config.yml``'s ``repository.url``), at the release's tag, or at the commit of a development build."""
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from sphinx.application import Sphinx
 
+from ..citation import version_slot
+from ..install_cell import install_cell, torch_requirement, with_install_cell
+from ..publish import DEV
+from ..repo_root import find_repo_root
+from .figures import _citation
 from .pages import page_info
 
 
@@ -27,22 +35,39 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 
 def write_downloads(app: Sphinx) -> None:
+    cell = None
     for pagename, page in page_info(app.env).items():
         executed = _executed_notebook(app, pagename) if page.get("chapter") else None
         if executed is not None:
-            _write_download(app, pagename, executed)
+            cell = cell or book_install_cell(app)
+            _write_download(app, pagename, executed, cell)
 
 
-def _write_download(app: Sphinx, pagename: str, executed: Path) -> None:
+def book_install_cell(app: Sphinx):
+    """The install cell of this build: its repository, its version (a release's tag, or the commit of a
+    development build; the branch of ``_config.yml`` when the build has no commit) and the pinned CPU torch."""
+    import kmtlib
+
+    citation = _citation(app)
+    repository = citation.repository or app.config.html_theme_options.get("repository_url", "").rstrip("/")
+    if not repository:
+        raise ValueError("the book names no repository for its notebooks' install cell: set repository.url in "
+                         "_config.yml")
+    slot = version_slot(kmtlib.__version__, os.environ)
+    branch = app.config.html_theme_options.get("repository_branch") or "main"
+    ref = slot if slot != DEV else citation.commit or branch
+    return install_cell(repository, ref, *torch_requirement(find_repo_root(Path(app.srcdir))))
+
+
+def _write_download(app: Sphinx, pagename: str, executed: Path, cell) -> None:
+    import nbformat
+
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     notebook = _with_cached_outputs(app, executed)
     if notebook is None:
-        shutil.copy2(executed, target)
-    else:
-        import nbformat
-
-        nbformat.write(notebook, target)
+        notebook = nbformat.read(executed, as_version=4)
+    nbformat.write(with_install_cell(notebook, cell), target)
 
 
 def _with_cached_outputs(app: Sphinx, path: Path):

@@ -22,14 +22,15 @@ class kmt_metric(nodes.Inline, nodes.TextElement):
 
 
 _METRIC = re.compile(
-    r"^(?:(?P<chapter>\d[\w-]*):)?(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+)\])?(?::(?P<spec>[^:]*))?$")
+    r"^(?:(?P<chapter>\d[\w-]*|chapters):)?(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+)\])?(?::(?P<spec>[^:]*))?$")
 
 
 def metric_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     """``{metric}`<chapter stem>:<metric>[<index>]:<format>```: e.g. ``01_kmeans_and_lloyd:lloyd_t20:.2f``
     or ``05_training:main_model_median[-1]:.2f``; on a chapter's own page the stem may be left out
-    (``{metric}`exact_tasks```). The format is Python's (``.2f``, ``.0%``, ``.1e``, the last written
-    as a power of ten)."""
+    (``{metric}`exact_tasks```). ``chapters:min_<name>`` and ``chapters:max_<name>`` are the least and the
+    greatest value of a number every chapter records (``{metric}`chapters:max_wall_seconds:.0f```). The format
+    is Python's (``.2f``, ``.0%``, ``.1e``, the last written as a power of ten)."""
     env = inliner.document.settings.env
     match = _METRIC.match(text.strip())
     if match is None:
@@ -85,8 +86,30 @@ def _run_metrics(app: Sphinx, docname: str) -> tuple[dict | None, str]:
     return metrics, ""
 
 
+_AGGREGATES = {"min": min, "max": max}
+
+
+def _over_chapters(app: Sphinx, name: str, index: str) -> tuple[Any, str]:
+    """``min_<metric>`` or ``max_<metric>`` over every chapter of the build, or ``(None, why not)``."""
+    how, _, metric = name.partition("_")
+    if how not in _AGGREGATES or not metric:
+        return None, f"{name!r} is no min_<metric> or max_<metric>"
+    chapters = [posixpath.basename(doc) for doc, page in page_info(app.env).items() if page.get("chapter")]
+    if not chapters:
+        return None, "no chapters in this build"
+    values = []
+    for stem in chapters:
+        value, problem = metric_value(app, stem, metric, index)
+        if value is None:
+            return None, problem
+        values.append(value)
+    return _AGGREGATES[how](values), ""
+
+
 def metric_value(app: Sphinx, stem: str, name: str, index: str) -> tuple[Any, str]:
     """The number a reference ``stem:name[index]`` stands for, or ``(None, why not)``."""
+    if stem == "chapters":
+        return _over_chapters(app, name, index)
     chapter = _chapter_docname(app, stem)
     if chapter is None:
         return None, f"no chapter {stem} in this build"

@@ -1,7 +1,8 @@
 """What each version of the book points at: the theme's version switcher (every page lists the
 versions of the site: pydata-sphinx-theme's ``switcher``, which sphinx-book-theme shows in the
-article's header) and the launch button (Binder opens the chapter from the repository at this
-version's tag, or at ``main`` for ``dev``).
+article's header) and the launch buttons (Binder opens the chapter from the repository at this
+version's tag, or at ``main`` for ``dev``; Colab opens this version's notebook from the repository's
+``notebooks`` branch, where the publishing workflow puts it).
 
 The list is the file ``switcher.json`` that :mod:`kmtbook.publish` writes at the root of the site
 (and beside each version's pages) when it assembles the site. A published build reads it from the
@@ -22,12 +23,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from sphinx.application import Sphinx
 
 from ..citation import REPOSITORY_URL_VARIABLE, version_slot
 from ..publish import DEV
+from .figures import _citation
+from .pages import page_info
 
 SWITCHER = "switcher.json"
 FROM_DISK_SCRIPT = "kmt-versions.js"  # under _static
@@ -115,3 +119,43 @@ def configure_launch(app: Sphinx, config) -> None:
     slot = _slot()
     if slot != DEV:
         options["repository_branch"] = slot
+
+
+# --------------------------------------------------------------------------- the Colab button
+
+NOTEBOOKS_BRANCH = "notebooks"
+"""The repository's branch that holds each build's notebooks, ``<version>/<page>.ipynb`` (the publishing workflow
+commits them there: Colab opens a notebook only from GitHub)."""
+COLAB = "https://colab.research.google.com/github"
+_GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?")
+
+
+def colab_address(repository: str | None, slot: str, pagename: str) -> str | None:
+    """Where Colab opens the notebook of ``pagename`` of version ``slot``: the copy on the repository's
+    :data:`NOTEBOOKS_BRANCH` (the one the page offers for download). None unless the repository is on GitHub."""
+    match = _GITHUB.fullmatch(repository or "")
+    if match is None:
+        return None
+    owner, name = match.groups()
+    return f"{COLAB}/{owner}/{name}/blob/{NOTEBOOKS_BRANCH}/{slot}/{pagename}.ipynb"
+
+
+def add_colab_button(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """An "Open in Colab" entry beside Binder's in the theme's launch menu (sphinx-book-theme's ``launch-buttons``
+    group, made at priority 501) of every chapter page, when the build knows its repository and it is on GitHub
+    (the citation's repository: ``KMT_REPOSITORY_URL`` or GitHub Actions' own variables); otherwise none."""
+    buttons = context.get("header_buttons")
+    if doctree is None or not isinstance(buttons, list) or not page_info(app.env).get(pagename, {}).get("chapter"):
+        return
+    url = colab_address(_citation(app).repository, _slot(), pagename)
+    if url is None:
+        return
+    group = next((b for b in buttons if isinstance(b, dict) and b.get("label") == "launch-buttons"), None)
+    if group is None:
+        group = {"type": "group", "tooltip": "Launch interactive content", "icon": "fas fa-rocket", "buttons": [],
+                 "label": "launch-buttons"}
+        buttons.append(group)
+    binder = next((i for i, b in enumerate(group["buttons"]) if b.get("text") == "Binder"), None)
+    colab = {"type": "link", "text": "Colab", "tooltip": "Open this chapter's notebook in Colab (its first cell "
+             "installs this version of the book)", "icon": "_static/images/logo_colab.png", "url": url}
+    group["buttons"].insert(len(group["buttons"]) if binder is None else binder + 1, colab)
