@@ -72,7 +72,10 @@ def tests(session: nox.Session, device: str) -> None:
         session.run("npm", "ci", "--prefix", "tests/browser", "--no-audit", "--no-fund", external=True)
     else:
         session.warn("npm not found: the accessibility tests will skip (they fail under CI)")
-    session.run("python", "-m", "pytest", "-q", *session.posargs, env=env)
+    # on every core (pytest-xdist): tests that share a file or a service carry an xdist_group and run on one
+    # worker; the chapters' quick runs and the book built from them are made once (tests/_book_site.py).
+    # `nox -s "tests(device='cpu')" -- -n 0` runs them in one process.
+    session.run("python", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup", *session.posargs, env=env)
 
 
 @nox.session

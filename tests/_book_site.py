@@ -67,6 +67,75 @@ def run_chapter(source, out: Path, parameters: Mapping, *, cwd: Path = BOOK, tim
     return target
 
 
+RUN_VARIABLE = "KMT_TEST_RUN"
+"""An identifier of one test run, set by tests/conftest.py in the controlling process and inherited by
+pytest-xdist's workers: what a worker finds stamped with it was made in this run, by any worker."""
+
+
+def _this_run() -> str:
+    return os.environ.get(RUN_VARIABLE, f"pid-{os.getpid()}")
+
+
+def _lock(name: str):
+    from filelock import FileLock
+
+    QUICK.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(QUICK / f".{name}.lock"))
+
+
+def quick_parameters(stem: str, out: Path) -> dict:
+    """The quick-profile parameters of a chapter's test run (tests/chapter_cases.py), output under ``out``."""
+    from chapter_cases import CASES
+
+    parameters, _ = CASES[f"{stem}.md"]
+    return {"device": os.environ.get("KMT_DEVICE", "cpu"), "profile": "quick", "seed": 11,
+            "output_dir": str(out / "results"), **parameters}
+
+
+def quick_chapter(stem: str, *, reuse_earlier: bool = False) -> Path:
+    """The chapter's quick-profile run of this test run, in ``QUICK/<stem>/`` (notebook and results): run by
+    whichever test asks first, on whichever worker, while the others wait on its lock and then read it.
+    ``reuse_earlier`` also takes a run of an earlier test run that is newer than the chapter's source (the
+    browser tests run on their own, when this run does not run the chapter's own test)."""
+    out = QUICK / stem
+    stamp = out / ".test-run"
+    with _lock(stem):
+        notebook = executed_notebook(stem)
+        if stamp.is_file() and stamp.read_text() == _this_run():
+            return out
+        source = BOOK / f"{stem}.md"
+        if reuse_earlier and notebook.is_file() and notebook.stat().st_mtime >= source.stat().st_mtime:
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        run_chapter(source, out, quick_parameters(stem, out))
+        stamp.write_text(_this_run())
+    return out
+
+
+def quick_site(fresh: set[str]) -> Path:
+    """The book built from every chapter's quick run (``QUICK/site``), once per test run: the first worker to
+    ask builds it, the others wait and read it. ``fresh``: the chapters this run runs itself (their
+    tests are selected), whose runs the site must be made of; the others may be an earlier run's."""
+    site = QUICK / "site"
+    stamp = QUICK / ".site-run"
+    with _lock("site"):
+        if stamp.is_file() and stamp.read_text() == _this_run() and (site / "_build" / "html").is_dir():
+            return site / "_build" / "html"
+        stamp.unlink(missing_ok=True)
+        staged = QUICK / "site-notebooks"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        notebooks = {}
+        for stem in chapter_stems():
+            quick_chapter(stem, reuse_earlier=stem not in fresh)
+            # copied under the chapter's lock: a later run of the chapter cannot change it under the build
+            with _lock(stem):
+                notebooks[stem] = Path(shutil.copy2(executed_notebook(stem), staged / f"{stem}.ipynb"))
+        html = build_site(notebooks, site)
+        stamp.write_text(_this_run())
+    return html
+
+
 def build_site(notebooks: Mapping[str, Path], dest: Path, timeout: float = 1200, allow_missing: bool = False) -> Path:
     """Build the book into ``dest`` with the given executed notebooks as chapters; return the HTML folder.
 

@@ -10,33 +10,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 BUILT_BOOK_TESTS = ("test_browser.py", "test_printed_book.py")
 """The test files that read the book built from the quick-profile chapters (the ``quick_book`` fixture)."""
 
+CHAPTER_TEST = "test_notebooks.py::test_chapter_runs_and_writes_metrics["
+"""The tests that run each chapter in the quick profile (tests/test_notebooks.py), one per chapter."""
+
+
+def pytest_configure(config):
+    """One identifier for this test run, which pytest-xdist's workers inherit: a chapter's quick run and the
+    book built from those runs are made once per run, by whichever worker asks first (tests/_book_site.py)."""
+    import uuid
+
+    from _book_site import RUN_VARIABLE
+
+    if not hasattr(config, "workerinput"):  # the controlling process (or a run without workers)
+        os.environ[RUN_VARIABLE] = uuid.uuid4().hex
+        if getattr(config.option, "numprocesses", None):
+            # one thread per worker and per chapter kernel (which inherit it), as the book command runs its
+            # chapters: two threads each would stall whenever the other worker takes a core
+            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ.setdefault(name, "1")
+
+
+def _order(item) -> int:
+    if any(f"{name}::" in item.nodeid for name in BUILT_BOOK_TESTS):
+        return 2  # last: they read the book built from every chapter's quick run
+    if item.get_closest_marker("notebook") is not None:
+        return 0  # first: the longest tests (chapters, launch environments), and the chapters the book needs
+    return 1
+
 
 def pytest_collection_modifyitems(config, items):
-    """Run the browser checks last: they build the book from the notebooks test_notebooks.py executed."""
-    items.sort(key=lambda item: any(f"{name}::" in item.nodeid for name in BUILT_BOOK_TESTS))
+    """The chapters' runs and the other long tests first (on several workers the longest tests should
+    start first, and the built book needs the chapters), the tests of the built book last; the selected
+    chapter runs are noted for ``quick_book``. Tests that write the same file of the repository share an
+    ``xdist_group`` (run by one worker, one after the other, under ``--dist loadgroup``)."""
+    items.sort(key=_order)
+    config.kmt_fresh_chapters = {item.nodeid.split(CHAPTER_TEST, 1)[1].split(".md]")[0]
+                                 for item in items if CHAPTER_TEST in item.nodeid}
 
 
 @pytest.fixture(scope="session")
-def quick_book() -> Path:
-    """The book's HTML (and its PDF) built from the quick-profile chapters, once per session: the notebooks
-    test_notebooks.py executed, or run here when it did not run them."""
+def quick_book(request) -> Path:
+    """The book's HTML (and its PDF) built from the quick-profile chapters, once per test run (whichever
+    worker asks first builds it; tests/_book_site.py): the chapters this run's tests/test_notebooks.py
+    runs, and, for those it does not run (this file alone), a run of an earlier test run that is newer than
+    the chapter, or a run made now."""
     import _book_site as site
-    from chapter_cases import CASES
 
     reason = site.browser_missing_reason()
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"the browser check must run in CI: {reason}")
         pytest.skip(reason)
-    notebooks = {}
-    for stem in site.chapter_stems():
-        notebook = site.executed_notebook(stem)
-        source = site.BOOK / f"{stem}.md"
-        if not notebook.is_file() or notebook.stat().st_mtime < source.stat().st_mtime:
-            # Not run by test_notebooks.py in this session (e.g. this file alone): run it now.
-            parameters, _ = CASES[source.name]
-            out = notebook.parent
-            site.run_chapter(source, out, {"device": os.environ.get("KMT_DEVICE", "cpu"), "profile": "quick",
-                                           "seed": 11, "output_dir": str(out / "results"), **parameters})
-        notebooks[stem] = notebook
-    return site.build_site(notebooks, site.QUICK / "site")
+    return site.quick_site(getattr(request.config, "kmt_fresh_chapters", set()))

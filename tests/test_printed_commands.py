@@ -252,6 +252,7 @@ def test_the_estimator_snippet_of_the_readme_runs():
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("book-ipynb")  # both write book/01_kmeans_and_lloyd.ipynb
 def test_printed_chapter_commands_run(tmp_path):
     """README, index, reproducibility and chapter 08 commands, one run per distinct quick command."""
     runs = {}
@@ -280,6 +281,7 @@ def test_printed_chapter_commands_run(tmp_path):
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("book-ipynb")  # both write book/01_kmeans_and_lloyd.ipynb
 def test_rerun_boxes_run(tmp_path):
     """Every chapter's box is prepared by papermill with parameters the chapter declares; the first
     chapter's box runs to the end."""

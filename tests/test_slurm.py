@@ -27,6 +27,9 @@ import torch
 
 import kmtlib
 
+# one job array at a time on the single node: a second test's jobs would queue behind the first's
+pytestmark = pytest.mark.xdist_group("slurm")
+
 ROOT = Path(__file__).resolve().parent.parent
 START = ROOT / ".ci" / "start_slurm.sh"
 RUNS = ("onehot_seed11", "onehot_seed12")
