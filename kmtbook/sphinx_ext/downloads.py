@@ -35,24 +35,25 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 
 def write_downloads(app: Sphinx) -> None:
-    cell = None
+    cells = []
     for pagename, page in page_info(app.env).items():
         executed = _executed_notebook(app, pagename) if page.get("chapter") else None
         if executed is not None:
-            cell = cell or book_install_cell(app)
-            _write_download(app, pagename, executed, cell)
+            cells = cells or [book_install_cell(app)]
+            _write_download(app, pagename, executed, cells[0])
 
 
 def book_install_cell(app: Sphinx):
     """The install cell of this build: its repository, its version (a release's tag, or the commit of a
-    development build; the branch of ``_config.yml`` when the build has no commit) and the pinned CPU torch."""
+    development build; the branch of ``_config.yml`` when the build has no commit) and the pinned CPU torch.
+    None for a book that names no repository (no ``repository.url`` in ``_config.yml``, none set at build
+    time): there is nothing to fetch, and no address is invented; its notebooks are offered as executed."""
     import kmtlib
 
     citation = _citation(app)
     repository = citation.repository or app.config.html_theme_options.get("repository_url", "").rstrip("/")
     if not repository:
-        raise ValueError("the book names no repository for its notebooks' install cell: set repository.url in "
-                         "_config.yml")
+        return None
     slot = version_slot(kmtlib.__version__, os.environ)
     branch = app.config.html_theme_options.get("repository_branch") or "main"
     ref = slot if slot != DEV else citation.commit or branch
@@ -67,7 +68,7 @@ def _write_download(app: Sphinx, pagename: str, executed: Path, cell) -> None:
     notebook = _with_cached_outputs(app, executed)
     if notebook is None:
         notebook = nbformat.read(executed, as_version=4)
-    nbformat.write(with_install_cell(notebook, cell), target)
+    nbformat.write(notebook if cell is None else with_install_cell(notebook, cell), target)
 
 
 def _with_cached_outputs(app: Sphinx, path: Path):

@@ -52,7 +52,7 @@ def scores_fit(block: AttentionBlock, Q: torch.Tensor, K: torch.Tensor) -> bool:
     s = block.config.inverse_temperature
     if block.config.is_hard or s <= 1.0:  # (hard attention: no temperature in the kernel)
         return True
-    q, k = (float(torch.linalg.vector_norm(T, dim=-1).amax()) for T in (Q, K))
+    q, k = (float(torch.linalg.vector_norm(T.detach(), dim=-1).amax()) for T in (Q, K))
     return 2.0 * s * max(1.0, q + 3.0 * k) ** 2 < torch.finfo(Q.dtype).max
 
 
