@@ -75,7 +75,9 @@ def tests(session: nox.Session, device: str) -> None:
     # on every core (pytest-xdist): tests that share a file or a service carry an xdist_group and run on one
     # worker; the chapters' quick runs and the book built from them are made once (tests/_book_site.py).
     # `nox -s "tests(device='cpu')" -- -n 0` runs them in one process.
-    session.run("python", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup", *session.posargs, env=env)
+    # The 25 slowest tests are listed at the end.
+    workers = ["-n", "auto", "--dist", "loadgroup"]
+    session.run("python", "-m", "pytest", "-q", *workers, "--durations=25", *session.posargs, env=env)
 
 
 @nox.session

@@ -39,10 +39,12 @@ def _order(item) -> int:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The chapters' runs and the other long tests first (on several workers the longest tests should
-    start first, and the built book needs the chapters), the tests of the built book last; the selected
-    chapter runs are noted for ``quick_book``. Tests that write the same file of the repository share an
-    ``xdist_group`` (run by one worker, one after the other, under ``--dist loadgroup``)."""
+    """The chapters' runs and the other long tests first (the longest should start first), the tests of the
+    built book last; the selected chapter runs are noted for ``quick_book``. On several workers
+    (``--dist loadgroup``) the tests of the built book form one ``xdist_group``, sent first as the
+    largest unit: its worker runs the chapters from the last (tests/_book_site.py quick_site) while the
+    others run them from the first, builds the book and reads it while the others go on. Tests that
+    write the same file or use the same service share a group too, run by one worker one after another."""
     items.sort(key=_order)
     config.kmt_fresh_chapters = {item.nodeid.split(CHAPTER_TEST, 1)[1].split(".md]")[0]
                                  for item in items if CHAPTER_TEST in item.nodeid}

@@ -31,6 +31,10 @@ from chapter_cases import CASES
 
 from kmtbook.sphinx_ext.assets import WIDE_FIGURE
 
+# the tests of the book built from the quick runs, on one worker: it builds the book once and reads it
+# while the other workers run the other tests (tests/conftest.py, quick_book)
+pytestmark = pytest.mark.xdist_group("built-book")
+
 IGNORED_CONSOLE = (
     # The browser asks the server root for /favicon.ico on its own; no page links it.
     re.compile(r"/favicon\.ico - Failed to load resource"),

@@ -18,6 +18,10 @@ import pytest
 import kmtlib
 from kmtbook.book_pdf import PDF_NAME
 
+# the tests of the book built from the quick runs, on one worker: it builds the book once and reads it
+# while the other workers run the other tests (tests/conftest.py, quick_book)
+pytestmark = pytest.mark.xdist_group("built-book")
+
 FOOTER = re.compile(r"^\s*\d+ / \d+\s*$")
 
 

@@ -35,7 +35,7 @@ def offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict,
 
 
 def write_downloads(app: Sphinx) -> None:
-    cells = []
+    cells: list = []
     for pagename, page in page_info(app.env).items():
         executed = _executed_notebook(app, pagename) if page.get("chapter") else None
         if executed is not None:
