@@ -83,6 +83,13 @@ def _lock(name: str):
     return FileLock(str(QUICK / f".{name}.lock"))
 
 
+def exclusive(name: str):
+    """A lock that one test holds while it uses something every worker shares (a file of the repository, the
+    single-node Slurm): held, no test of another worker that asks for it runs; the ``xdist_group`` marks
+    that send such tests to one worker only save the waiting, they are not what keeps them apart."""
+    return _lock(name)
+
+
 def quick_parameters(stem: str, out: Path) -> dict:
     """The quick-profile parameters of a chapter's test run (tests/chapter_cases.py), output under ``out``."""
     from chapter_cases import CASES

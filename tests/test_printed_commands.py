@@ -32,6 +32,7 @@ from pathlib import Path
 import jupytext
 import papermill as pm
 import pytest
+from _book_site import exclusive
 
 from kmtbook.parameters import check_passed_parameters
 from kmtbook.sphinx_ext.rerun import RERUN_HOW, RERUN_INSTALL, downloaded_notebook_command, rerun_command, rerun_values
@@ -267,6 +268,11 @@ def test_printed_chapter_commands_run(tmp_path):
     assert any((logs / d / "manifest.json").is_file() for d in os.listdir(logs))
     notebook_dir = tmp_path / "downloaded"
     notebook_dir.mkdir()
+    with exclusive("book-ipynb"):  # the README's command writes book/01_kmeans_and_lloyd.ipynb
+        _run_chapter_commands(runs, notebook_dir)
+
+
+def _run_chapter_commands(runs: dict, notebook_dir: Path) -> None:
     for command, printed in runs.items():
         cwd = ROOT
         source = re.search(r"papermill (\S+)", command).group(1)
@@ -290,7 +296,8 @@ def test_rerun_boxes_run(tmp_path):
         stem = re.search(r"book/(\S+)\.md", command).group(1)
         declared = list(pm.inspect_notebook(jupytext.read(ROOT / "book" / f"{stem}.md")))
         check_passed_parameters(declared, [name for name, _ in _parameters(command)])
-        proc = _sh(command if i == 0 else command + " --prepare-only")
+        with exclusive("book-ipynb"):  # each box writes book/<chapter>.ipynb
+            proc = _sh(command if i == 0 else command + " --prepare-only")
         assert "Passed unknown parameter" not in proc.stderr, p
     assert (tmp_path / "box0" / "results" / "metrics.json").is_file()
     assert downloaded_notebook_command("01_kmeans_and_lloyd").startswith("papermill 01_kmeans_and_lloyd.ipynb ")

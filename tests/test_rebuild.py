@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _demo_chapter import demo_chapter
 
 import kmtlib
 from kmtbook import rebuild
@@ -91,27 +92,7 @@ def test_the_release_tag_is_the_site_folder_or_a_tag_at_the_commit(tmp_path):
 # --------------------------------------------------------------------------- a small build
 
 
-NOTEBOOK = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# Demo chapter
-
-```{code-cell} python
-:tags: [parameters]
-device: str = "auto"  # where to run
-seed: int = 5  # the seed
-profile: str = "book"  # quick, book or paper
-output_dir: str = ""  # empty: results/<chapter>/
-```
-"""
+NOTEBOOK = demo_chapter("Demo chapter", seed=5)
 
 
 def _site(tmp_path: Path, environ: dict[str, str]) -> tuple[subprocess.CompletedProcess, Path]:

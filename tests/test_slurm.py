@@ -106,11 +106,15 @@ def _wait_for_checkpoints(out: Path, driver: subprocess.Popen, limit_s: float = 
 
 @pytest.fixture
 def cancel_at_the_end(tmp_path):
-    """Whatever happens in the test, no job of its sweeps stays on the cluster."""
-    yield
-    arrays = {p.name.split("_", 1)[0] for p in tmp_path.glob("*/_submitit/*_submitted.pkl")}
-    if arrays:
-        subprocess.run(["scancel", *sorted(arrays)], capture_output=True)
+    """One test's job arrays on the node at a time (whichever worker runs it), and, whatever happens in the
+    test, no job of its sweeps stays on the cluster."""
+    from _book_site import exclusive
+
+    with exclusive("slurm"):
+        yield
+        arrays = {p.name.split("_", 1)[0] for p in tmp_path.glob("*/_submitit/*_submitted.pkl")}
+        if arrays:
+            subprocess.run(["scancel", *sorted(arrays)], capture_output=True)
 
 
 def test_a_cancelled_job_array_is_noticed_and_resumed_bit_for_bit(slurm, cancel_at_the_end, tmp_path, capsys):

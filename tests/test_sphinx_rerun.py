@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import jupytext
+from _demo_chapter import demo_chapter
 from docutils import nodes
 
 from kmtbook.parameters import option, size
@@ -15,28 +16,7 @@ from kmtbook.sphinx_ext import rerun
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 
-NOTEBOOK = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# Demo
-
-```{code-cell} python
-:tags: [parameters]
-device: str = "auto"  # where to run
-seed: int = 0  # the seed
-profile: str = "book"  # quick, book or paper
-output_dir: str = ""  # empty: results/<chapter>/
-n: int = 0  # points per task; 0 means take it from the profile.
-```
-"""
+NOTEBOOK = demo_chapter("Demo", parameters="n: int = 0  # points per task; 0 means take it from the profile.\n")
 
 
 def test_rerun_values_are_the_cell_updated_by_what_papermill_injected():

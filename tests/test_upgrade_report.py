@@ -13,6 +13,7 @@ from pathlib import Path
 
 import papermill as pm
 import pytest
+from _demo_chapter import demo_chapter
 
 from kmtbook import upgrade_report as up
 from kmtbook.reference_file import parse_key, read_references
@@ -132,32 +133,6 @@ def test_the_quick_runs_are_those_of_the_tests():
     assert "upgrade" in sessions
 
 
-CHAPTER = """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# {title}
-
-```{{code-cell}} python
-:tags: [parameters]
-device: str = "auto"  # device
-seed: int = 0  # seed
-profile: str = "book"  # profile
-output_dir: str = ""  # where
-```
-
-```{{code-cell}} python
-{body}
-```
-"""
 
 
 @pytest.mark.notebook
@@ -173,8 +148,8 @@ def test_real_runs_report_a_failing_chapter_and_a_broken_check(tmp_path):
     stop = 'raise ValueError("the solver did not converge at step 3")'
     write = ("import json, pathlib\np = pathlib.Path(output_dir)\np.mkdir(parents=True, exist_ok=True)\n"
              "(p / 'metrics.json').write_text(json.dumps({'profile': profile, 'chapter': '02_writes', 'x': seed}))")
-    (root / "book" / "01_stops.md").write_text(CHAPTER.format(title="Stops", body=stop))
-    (root / "book" / "02_writes.md").write_text(CHAPTER.format(title="Writes", body=write))
+    (root / "book" / "01_stops.md").write_text(demo_chapter("Stops", stop))
+    (root / "book" / "02_writes.md").write_text(demo_chapter("Writes", write))
     (root / "tests" / "chapter_cases.py").write_text(textwrap.dedent("""\
         def check(m):
             assert m["x"] == 12, f"x is {m['x']}, not 12"
